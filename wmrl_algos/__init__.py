@@ -1,6 +1,18 @@
 """wmrl_algos: the learning side of World Model RL (anchors, online debiasing, inverse-variance
-denoising, group advantages, the correction loop, GRPO losses). It never looks inside a trajectory."""
+denoising, group advantages, the correction loop, GRPO losses). It never looks inside a trajectory.
 
+The GRPO losses (:mod:`wmrl_algos.grpo`) need torch; they are imported on first use so that the
+corrections themselves load with numpy alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from wmrl_algos.advantages import AdvantageScale, group_advantages
+from wmrl_algos.anchors import AnchorScheduler
+from wmrl_algos.debias import IsotonicMap, OnlineDebiaser, fit_isotonic
+from wmrl_algos.denoise import InverseVarianceWeighter, centred_residual
 from wmrl_algos.errors import (
     BackendUnavailableError,
     CheckpointError,
@@ -12,7 +24,11 @@ from wmrl_algos.errors import (
     WMRLError,
     WorldModelError,
 )
-from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult
+from wmrl_algos.loop import CorrectionConfig, CorrectionLoop, Scorer
+from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult, as_score_array
+
+if TYPE_CHECKING:
+    from wmrl_algos.grpo import GRPOConfig, LossType, grpo_loss
 
 __all__ = [
     "BackendUnavailableError",
@@ -28,4 +44,29 @@ __all__ = [
     "Score",
     "ScoredGroup",
     "StepResult",
+    "as_score_array",
+    "AnchorScheduler",
+    "IsotonicMap",
+    "fit_isotonic",
+    "OnlineDebiaser",
+    "centred_residual",
+    "InverseVarianceWeighter",
+    "AdvantageScale",
+    "group_advantages",
+    "Scorer",
+    "CorrectionConfig",
+    "CorrectionLoop",
+    "GRPOConfig",
+    "LossType",
+    "grpo_loss",
 ]
+
+_LAZY_GRPO = frozenset({"GRPOConfig", "LossType", "grpo_loss"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_GRPO:
+        from wmrl_algos import grpo
+
+        return getattr(grpo, name)
+    raise AttributeError(f"module 'wmrl_algos' has no attribute {name!r}")

@@ -1,0 +1,351 @@
+"""Tests of the correction loop: the order of OD and IVD, scorers, metrics, ablations, resume.
+
+The scorers here are tiny classes over synthetic trajectories whose true score is known: they are the
+real :class:`Scorer` interface, with a world model whose bias and noise the test controls.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from wmrl_algos.advantages import group_advantages
+from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError
+from wmrl_algos.loop import CorrectionConfig, CorrectionLoop, Scorer
+from wmrl_algos.types import Score, ScoredGroup
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    quality: float
+    crashes: bool = False
+
+
+class Execution:
+    """Trusted scorer: the true score, ``None`` when the run crashes."""
+
+    trusted = True
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def score(self, trajectories: Sequence[Trajectory]) -> Sequence[Score]:
+        self.calls.append(len(trajectories))
+        return [None if t.crashes else t.quality for t in trajectories]
+
+
+class CubedWorldModel:
+    """Cheap scorer with a monotone non-affine bias (predicts quality**3) plus optional noise."""
+
+    trusted = False
+
+    def __init__(self, noise: float = 0.0, seed: int = 0, useless: bool = False) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.noise, self.useless = noise, useless
+        self.calls: list[int] = []
+
+    def score(self, trajectories: Sequence[Trajectory]) -> Sequence[Score]:
+        self.calls.append(len(trajectories))
+        if self.useless:
+            return self.rng.uniform(0, 1, len(trajectories)).tolist()
+        return [
+            t.quality**3 + self.rng.normal(0, self.noise) if self.noise else t.quality**3
+            for t in trajectories
+        ]
+
+
+def make_groups(rng: np.random.Generator, n_groups: int = 8, size: int = 8) -> list[list[Trajectory]]:
+    return [[Trajectory(float(q)) for q in rng.uniform(0, 1, size)] for _ in range(n_groups)]
+
+
+def test_scorers_satisfy_the_protocol() -> None:
+    assert isinstance(Execution(), Scorer) and isinstance(CubedWorldModel(), Scorer)
+
+
+def test_scorers_swapped_raises() -> None:
+    with pytest.raises(ConfigError, match="swapped"):
+        CorrectionLoop(CorrectionConfig(), cheap=Execution(), trusted=CubedWorldModel())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="swapped"):
+        CorrectionLoop(CorrectionConfig(), trusted=CubedWorldModel())
+
+
+def test_step_needs_both_scorers() -> None:
+    with pytest.raises(ConfigError, match="needs both scorers"):
+        CorrectionLoop(CorrectionConfig(), cheap=CubedWorldModel()).step(
+            make_groups(np.random.default_rng(0))
+        )
+
+
+def test_step_scores_all_trajectories_in_one_batched_call_and_executes_only_anchors() -> None:
+    cheap, trusted = CubedWorldModel(), Execution()
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), cheap=cheap, trusted=trusted)
+    result = loop.step(make_groups(np.random.default_rng(0)))
+    assert cheap.calls == [64]
+    assert trusted.calls == [16]
+    assert [g.anchor for g in result.groups].count(True) == 2
+    assert all(len(g.trajectories) == 8 for g in result.groups)
+    assert loop.scheduler.in_flight == 0
+
+
+def test_anchor_groups_train_on_real_scores() -> None:
+    loop = CorrectionLoop(
+        CorrectionConfig(anchor_fraction=0.25, denoise=False), CubedWorldModel(), Execution()
+    )
+    result = loop.step(make_groups(np.random.default_rng(1)))
+    for group, advantages in zip(result.groups, result.advantages, strict=True):
+        if group.anchor:
+            (expected,) = group_advantages([list(group.real or ())], [True])
+            np.testing.assert_allclose(advantages.values, expected.values)
+
+
+def test_train_anchor_on_calibrated_uses_the_world_models_calibrated_scores() -> None:
+    rng = np.random.default_rng(12)
+    config = CorrectionConfig(anchor_fraction=0.25, denoise=False, train_anchor_on="calibrated")
+    loop = CorrectionLoop(config, CubedWorldModel(), Execution())
+    for _ in range(4):
+        result = loop.step(make_groups(rng))
+    anchors = [(g, a) for g, a in zip(result.groups, result.advantages, strict=True) if g.anchor]
+    assert anchors and loop.debiaser.is_fitted
+    for group, advantages in anchors:
+        (expected,) = group_advantages([loop.debiaser.apply(list(group.predicted))], [True])
+        np.testing.assert_allclose(advantages.values, expected.values)
+
+
+def test_crashed_anchor_executions_are_left_out_of_training_and_calibration() -> None:
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=1.0), CubedWorldModel(), Execution())
+    groups = [[Trajectory(0.2), Trajectory(0.9, crashes=True), Trajectory(0.5)]]
+    result = loop.step(groups)
+    assert result.groups[0].real == (0.2, None, 0.5)
+    assert result.advantages[0].mask.tolist() == [True, False, True]
+    assert loop.debiaser.n_pairs == 2
+
+
+def test_world_model_groups_are_calibrated_towards_real_advantages() -> None:
+    rng = np.random.default_rng(2)
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(), Execution())
+    for _ in range(10):
+        loop.step(make_groups(rng))
+    assert loop.debiaser.is_fitted
+    result = loop.step(make_groups(rng))
+    errors_calibrated, errors_raw = [], []
+    for group, advantages in zip(result.groups, result.advantages, strict=True):
+        if group.anchor:
+            continue
+        true_rewards = [t.quality for t in group.trajectories]
+        (target,) = group_advantages([true_rewards], [False])
+        (raw,) = group_advantages([list(group.predicted)], [False])
+        errors_calibrated.append(np.abs(advantages.values / advantages.weight - target.values).mean())
+        errors_raw.append(np.abs(raw.values - target.values).mean())
+    assert np.mean(errors_calibrated) < 0.3 * np.mean(errors_raw)
+    assert result.metrics["wmrl/bias_reduction"] > 0.8
+
+
+def test_disagreement_is_measured_on_calibrated_scores() -> None:
+    rng = np.random.default_rng(3)
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(), Execution())
+    for _ in range(6):
+        result = loop.step(make_groups(rng))
+    anchors = [g for g in result.groups if g.anchor]
+    from wmrl_algos.denoise import centred_residual
+
+    raw = np.mean([centred_residual(list(g.predicted), list(g.real or ())) for g in anchors])
+    assert result.metrics["wmrl/disagreement"] < 0.2 * raw
+
+
+def test_debias_false_keeps_the_identity_map() -> None:
+    rng = np.random.default_rng(4)
+    loop = CorrectionLoop(CorrectionConfig(debias=False, denoise=False), CubedWorldModel(), Execution())
+    for _ in range(5):
+        result = loop.step(make_groups(rng))
+    assert not loop.debiaser.is_fitted and result.metrics["wmrl/pairs"] == 0.0
+    assert result.metrics["wmrl/calibrated"] == 0.0
+    for group, advantages in zip(result.groups, result.advantages, strict=True):
+        if not group.anchor:
+            (expected,) = group_advantages([list(group.predicted)], [False])
+            np.testing.assert_allclose(advantages.values, expected.values)
+
+
+def test_denoise_false_keeps_weight_one_but_still_measures() -> None:
+    rng = np.random.default_rng(5)
+    loop = CorrectionLoop(
+        CorrectionConfig(denoise=False, warmup_steps=2), CubedWorldModel(noise=0.1), Execution()
+    )
+    for _ in range(8):
+        result = loop.step(make_groups(rng))
+    assert result.metrics["wmrl/anchor_weight"] == 1.0
+    assert all(a.weight == 1.0 for a in result.advantages)
+    assert "wmrl/eta2_cal" in result.metrics
+
+
+class DriftingWorldModel(CubedWorldModel):
+    """Accurate for ``good_calls`` batches, then useless (the policy left the region it can predict)."""
+
+    def __init__(self, good_calls: int | None) -> None:
+        super().__init__(noise=0.02)
+        self.good_calls = good_calls
+
+    def score(self, trajectories: Sequence[Trajectory]) -> Sequence[Score]:
+        self.useless = self.good_calls is not None and len(self.calls) >= self.good_calls
+        return super().score(trajectories)
+
+
+def test_useless_world_model_raises_anchor_weight() -> None:
+    def weights(world_model: CubedWorldModel) -> list[float]:
+        rng = np.random.default_rng(6)
+        loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), world_model, Execution())
+        return [loop.step(make_groups(rng)).metrics["wmrl/anchor_weight"] for _ in range(30)]
+
+    stays_accurate = weights(DriftingWorldModel(good_calls=None))
+    turns_useless = weights(DriftingWorldModel(good_calls=10))
+    assert stays_accurate[9] == pytest.approx(turns_useless[9])
+    assert turns_useless[-1] == 10.0
+    assert max(stays_accurate) < 5.0
+
+
+def test_anchor_weight_is_exactly_one_before_calibration() -> None:
+    rng = np.random.default_rng(7)
+    loop = CorrectionLoop(CorrectionConfig(warmup_steps=5), CubedWorldModel(noise=0.1), Execution())
+    weights = [loop.step(make_groups(rng)).metrics["wmrl/anchor_weight"] for _ in range(6)]
+    assert weights[:4] == [1.0] * 4
+    assert weights[4] > 1.0
+
+
+def test_ungraded_rollouts_are_excluded_not_zeroed() -> None:
+    loop = CorrectionLoop(
+        CorrectionConfig(min_pairs=2, refit_every=2, advantage_scale="none", normalise_weights=False)
+    )
+    groups = [
+        ScoredGroup(0, anchor=True, predicted=(0.1, 0.2, 0.3), real=(1.0, None, 0.0)),
+        ScoredGroup(1, anchor=False, predicted=(0.5, None, 0.1)),
+    ]
+    result = loop.correct(groups)
+    assert result.advantages[0].mask.tolist() == [True, False, True]
+    assert result.advantages[0].values.tolist() == [0.5, 0.0, -0.5]
+    assert result.advantages[1].mask.tolist() == [True, False, True]
+    assert loop.debiaser.n_pairs == 2
+    assert result.metrics["wmrl/ungraded_fraction"] == pytest.approx(2 / 6)
+
+
+def test_metrics_are_namespaced_finite_floats() -> None:
+    rng = np.random.default_rng(8)
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(noise=0.05), Execution())
+    metrics_per_step = [loop.step(make_groups(rng)).metrics for _ in range(7)]
+    first, last = metrics_per_step[0], metrics_per_step[-1]
+    assert "wmrl/eta2_cal" not in first
+    expected = {
+        "wmrl/anchor_fraction", "wmrl/anchor_fraction_cumulative", "wmrl/anchor_groups", "wmrl/calibrated",
+        "wmrl/pairs", "wmrl/residual_raw", "wmrl/residual_calibrated", "wmrl/bias_reduction",
+        "wmrl/disagreement", "wmrl/eta2", "wmrl/eta2_cal", "wmrl/anchor_weight", "wmrl/ungraded_fraction",
+    }  # fmt: skip
+    assert set(last) == expected
+    for metrics in metrics_per_step:
+        assert all(type(value) is float and math.isfinite(value) for value in metrics.values())
+    assert last["wmrl/anchor_fraction"] == 0.25 and last["wmrl/anchor_groups"] == 2.0
+
+
+def test_world_model_only_configuration_never_executes() -> None:
+    trusted = Execution()
+    loop = CorrectionLoop(
+        CorrectionConfig(anchor_fraction=0.0, min_anchor_groups=0), CubedWorldModel(), trusted
+    )
+    result = loop.step(make_groups(np.random.default_rng(9)))
+    assert trusted.calls == [] and result.metrics["wmrl/anchor_groups"] == 0.0
+    assert result.metrics["wmrl/anchor_weight"] == 1.0
+
+
+def test_in_flight_cap_limits_anchors_across_steps() -> None:
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.5, max_anchors_in_flight=2))
+    assert int(loop.plan(8).sum()) == 2
+    assert int(loop.plan(8).sum()) == 0
+    loop.correct(
+        [
+            ScoredGroup(0, anchor=True, predicted=(0.1, 0.2), real=(0.1, 0.3)),
+            ScoredGroup(1, False, (0.1, 0.2)),
+        ]
+    )
+    assert loop.scheduler.in_flight == 1
+    assert int(loop.plan(8).sum()) == 1
+
+
+class MiscountingWorldModel:
+    trusted = False
+
+    def score(self, trajectories: Sequence[Trajectory]) -> Sequence[Score]:
+        return [0.5] * (len(trajectories) - 1)
+
+
+def test_scorer_returning_the_wrong_count_raises_and_frees_anchor_slots() -> None:
+    loop = CorrectionLoop(CorrectionConfig(max_anchors_in_flight=1), MiscountingWorldModel(), Execution())
+    with pytest.raises(WorldModelError, match="63 scores for 64"):
+        loop.step(make_groups(np.random.default_rng(10)))
+    assert loop.scheduler.in_flight == 0
+
+
+def test_nan_scores_raise_config_error() -> None:
+    loop = CorrectionLoop()
+    with pytest.raises(ConfigError, match="use None"):
+        loop.correct([ScoredGroup(0, anchor=True, predicted=(0.1, float("nan")), real=(0.1, 0.2))])
+
+
+def test_empty_step_raises() -> None:
+    with pytest.raises(ConfigError, match="no groups"):
+        CorrectionLoop().correct([])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"anchor_fraction": 1.2}, "anchor_fraction=1.2"),
+        ({"min_anchor_groups": -1}, "min_anchor_groups=-1"),
+        ({"max_anchors_in_flight": 0}, "max_anchors_in_flight=0"),
+        ({"min_pairs": 0}, "min_pairs=0"),
+        ({"min_pairs": 100, "capacity": 10}, "min_pairs=100"),
+        ({"w_max": 0.9}, "w_max=0.9"),
+        ({"window": 0}, "window=0"),
+        ({"advantage_scale": "rank"}, "advantage_scale='rank'"),
+        ({"train_anchor_on": "predicted"}, "train_anchor_on='predicted'"),
+    ],
+)
+def test_invalid_config_raises_config_error_naming_the_value(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        CorrectionConfig(**kwargs)
+
+
+def test_every_config_field_has_help_text() -> None:
+    from dataclasses import fields
+
+    assert all(f.metadata.get("help") for f in fields(CorrectionConfig))
+
+
+def test_resumed_loop_matches_uninterrupted() -> None:
+    config = CorrectionConfig(anchor_fraction=0.2, max_anchors_in_flight=3, warmup_steps=3, seed=5)
+    trajectories = make_groups(np.random.default_rng(11), n_groups=8 * 20)
+    steps = [trajectories[i : i + 8] for i in range(0, len(trajectories), 8)]
+
+    uninterrupted = CorrectionLoop(config, CubedWorldModel(noise=0.05, seed=1), Execution())
+    reference = [uninterrupted.step(groups) for groups in steps]
+
+    first = CorrectionLoop(config, CubedWorldModel(noise=0.05, seed=1), Execution())
+    for groups in steps[:9]:
+        first.step(groups)
+    state = pickle.loads(pickle.dumps(first.state_dict()))
+    world_model = first.cheap
+    resumed = CorrectionLoop(config, world_model, Execution())
+    resumed.load_state_dict(state)
+    for groups, expected in zip(steps[9:], reference[9:], strict=True):
+        result = resumed.step(groups)
+        assert [g.anchor for g in result.groups] == [g.anchor for g in expected.groups]
+        assert result.metrics == expected.metrics
+        for got, want in zip(result.advantages, expected.advantages, strict=True):
+            np.testing.assert_array_equal(got.values, want.values)
+
+
+def test_loading_a_state_saved_with_another_config_raises() -> None:
+    state = CorrectionLoop(CorrectionConfig(anchor_fraction=0.2)).state_dict()
+    with pytest.raises(CheckpointError, match="anchor_fraction: saved 0.2 vs now 0.1"):
+        CorrectionLoop(CorrectionConfig()).load_state_dict(state)
