@@ -1,0 +1,490 @@
+"""Grouped rollouts: one GRPO training step's groups, world-model calls batched across all of them.
+
+Why not a loop over ``env.step``: a world model is cheap only in batches (an LLM predicting 64
+outcomes at once costs little more than predicting one), and real executions are slow but
+independent. So :class:`GroupedRollout` advances every trajectory of the step in lock-step, turn by
+turn, and per turn makes exactly ONE ``predict`` call for the whole step (non-anchor predictions and
+the anchor trajectories' predictions needed for the (predicted, real) pairs alike), while the anchor
+executions (all real steps in score mode) run concurrently on a pluggable
+:class:`concurrent.futures.Executor` (a thread pool by default; a Ray-backed executor fits the same
+slot). With ``scoring="step"`` the prediction call overlaps the real executions.
+
+Anchoring is per group and decided before anything is scored: from an explicit mask (e.g.
+``CorrectionLoop.plan(n_groups)``) or an attached :class:`~wmrl_algos.anchors.AnchorScheduler`, which
+is seeded and checkpointable, so the anchor choice of a resumed run is the one it would have made.
+
+The result is ``list[ScoredGroup]``, ready for :meth:`wmrl_algos.loop.CorrectionLoop.correct`; the
+trajectory score is the episode return by default (any :data:`Reducer`), ``None`` when any step is
+unknown: never 0.
+
+Gymnasium vector envs: a vector env steps its sub-envs one ``step`` call each, so a world model under
+it would be called once per sub-env; :class:`GroupedRollout` is the batched equivalent and takes the
+same kind of batched policy (a list of observations and a list of per-trajectory info dicts in, a list
+of actions out). Where :class:`~wmrl_envs.wrapper.WorldModelWrapper` does run under a vector env, read
+its info with :func:`~wmrl_envs.wrapper.read_vector_info`: an entry masked out by ``info["_key"]`` is
+missing, not 0.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import gymnasium as gym
+import numpy as np
+from tqdm import tqdm
+
+from wmrl_algos.errors import ConfigError
+from wmrl_algos.types import Score, ScoredGroup
+from wmrl_envs.ledger import CostLedger
+from wmrl_envs.world_model import WorldModel
+from wmrl_envs.wrapper import (
+    AnchorSelector,
+    Mode,
+    PendingStep,
+    Scoring,
+    WorldModelWrapper,
+    predict_batch,
+)
+
+__all__ = [
+    "GroupedRollout",
+    "Policy",
+    "Reducer",
+    "RolloutConfig",
+    "RolloutTask",
+    "Trajectory",
+    "episode_return",
+]
+
+ObsT_contra = TypeVar("ObsT_contra", contravariant=True)
+ActT_co = TypeVar("ActT_co", covariant=True)
+
+Reducer = Callable[[Sequence[Score]], Score]
+"""Turns a trajectory's per-step scores into its score; must return ``None`` if it cannot say."""
+
+
+class Policy(Protocol[ObsT_contra, ActT_co]):
+    """A batched policy: one action per observation, for all live trajectories of a step at once."""
+
+    def act(
+        self, observations: Sequence[ObsT_contra], infos: Sequence[Mapping[str, Any]]
+    ) -> Sequence[ActT_co]:
+        """Return one action per observation, in order (``infos[i]`` is trajectory i's last info)."""
+        ...
+
+
+class _Releasable(Protocol):
+    def release(self, n: int = 1) -> None: ...
+
+
+def episode_return(scores: Sequence[Score]) -> Score:
+    """The sum of the per-step scores, or ``None`` if any of them is unknown (or there are none).
+
+    Example:
+        >>> episode_return([0.25, 0.5]), episode_return([0.25, None])
+        (0.75, None)
+    """
+    if not scores or any(score is None for score in scores):
+        return None
+    return float(sum(score for score in scores if score is not None))
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """One task of a step: each becomes a group of ``group_size`` trajectories.
+
+    Attributes:
+        task_id: identifier carried into :attr:`ScoredGroup.task_id`.
+        options: reset options that select the task in the env (e.g. ``{"task_id": 3}`` for
+            :class:`~wmrl_envs.toy.CostlyToyEnv`); must not use the wrapper's ``anchor``/``group_id``.
+    """
+
+    task_id: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How :class:`GroupedRollout` runs a step.
+
+    Attributes:
+        group_size: trajectories per task (GRPO's group; the paper uses 8). At least 2, or GRPO has no
+            within-group baseline.
+        mode: ``"simulate"`` (non-anchor trajectories never touch the real env) or ``"score"`` (all
+            run for real, the world model replaces the reward); see
+            :class:`~wmrl_envs.wrapper.WorldModelWrapper`.
+        scoring: ``"step"`` (predict every step) or ``"episode"`` (score mode only: predict each
+            finished trajectory once).
+        max_turns: truncate every episode after this many steps; ``None`` uses the env's own limit
+            (``spec.max_episode_steps`` or its truncation). Set it for envs that may never end.
+        tolerate_errors: a failing world model scores the affected items ``None`` instead of raising.
+        info_key: the wrappers' info key.
+        max_workers: threads of the default executor (ignored when an executor is passed); ``None``
+            uses one per trajectory, capped at 32.
+
+    Raises:
+        ConfigError: a value is out of range or the combination is invalid.
+
+    Example:
+        >>> RolloutConfig(group_size=4, mode="score", scoring="episode").group_size
+        4
+    """
+
+    group_size: int = 8
+    mode: Mode = "simulate"
+    scoring: Scoring = "step"
+    max_turns: int | None = None
+    tolerate_errors: bool = False
+    info_key: str = "wmrl"
+    max_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ConfigError(
+                f"group_size={self.group_size!r}; GRPO needs at least 2 trajectories per group for a "
+                "baseline, pass e.g. 8"
+            )
+        if self.mode not in ("simulate", "score"):
+            raise ConfigError(f"mode={self.mode!r} is not a mode; pass 'simulate' or 'score'")
+        if self.scoring not in ("step", "episode"):
+            raise ConfigError(f"scoring={self.scoring!r} is not a scoring; pass 'step' or 'episode'")
+        if self.mode == "simulate" and self.scoring == "episode":
+            raise ConfigError(
+                "scoring='episode' needs mode='score' (a simulated episode needs a prediction every step); "
+                "pass scoring='step' or mode='score'"
+            )
+        if self.max_turns is not None and (not isinstance(self.max_turns, int) or self.max_turns < 1):
+            raise ConfigError(f"max_turns={self.max_turns!r} must be a positive int or None")
+        if self.max_workers is not None and (not isinstance(self.max_workers, int) or self.max_workers < 1):
+            raise ConfigError(f"max_workers={self.max_workers!r} must be a positive int or None")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One finished trajectory, as the policy saw it.
+
+    Attributes:
+        task_id: the task of its group.
+        group_id: its group's index in the step.
+        index: its index within the group.
+        anchor: whether its group was executed for real.
+        observations: the reset observation then one per step.
+        actions: one per step.
+        rewards: the step rewards the wrapper returned (real on anchors, predicted otherwise; NaN
+            where unknown).
+        predicted: the world model's per-step rewards (``scoring="episode"``: ``None`` except the last,
+            which is the whole trajectory's score).
+        real: the real per-step rewards (anchors only, else all ``None``).
+        terminated: whether the episode terminated (rather than being truncated).
+    """
+
+    task_id: str
+    group_id: int
+    index: int
+    anchor: bool
+    observations: tuple[Any, ...]
+    actions: tuple[Any, ...]
+    rewards: tuple[float, ...]
+    predicted: tuple[Score, ...]
+    real: tuple[Score, ...]
+    terminated: bool
+
+
+@dataclass
+class _Running:
+    observations: list[Any]
+    infos: list[Mapping[str, Any]]
+    actions: list[Any] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    predicted: list[Score] = field(default_factory=list)
+    real: list[Score] = field(default_factory=list)
+    terminated: bool = False
+    done: bool = False
+
+
+class GroupedRollout:
+    """Runs one training step's groups in lock-step, one batched world-model call per turn.
+
+    Wrapped environments are created on first use (``len(tasks) * group_size`` of them) and reused
+    across steps; they all record into one :class:`~wmrl_envs.ledger.CostLedger`.
+
+    Args:
+        env_fn: makes one real environment (or a registered Gymnasium id, e.g.
+            ``"wmrl/CostlyToy-v0"``, made with ``gymnasium.make``).
+        world_model: the batched predictor shared by every trajectory.
+        config: group size, mode, scoring and limits.
+        executor: runs the real executions; a thread pool (owned and shut down by :meth:`close`) if
+            ``None``. Any :class:`concurrent.futures.Executor` fits (e.g. one backed by Ray).
+        reducer: per-step scores to trajectory score; :func:`episode_return` by default. Not used for
+            the predicted score under ``scoring="episode"``, which is the world model's own.
+        ledger: the cost ledger to record into; a new one if ``None``.
+
+    Raises:
+        ConfigError: ``world_model`` is not a world model.
+
+    Example:
+        >>> from wmrl_envs.toy import CostlyToyEnv, ToyWorldModel
+        >>> class Zeros:
+        ...     def act(self, observations, infos):
+        ...         return [np.zeros(2) for _ in observations]
+        >>> tasks = [RolloutTask(f"task{k}", {"task_id": k}) for k in range(3)]
+        >>> with GroupedRollout(CostlyToyEnv, ToyWorldModel(), RolloutConfig(group_size=2)) as rollout:
+        ...     groups = rollout.run(tasks, Zeros(), anchors=[True, False, False])
+        >>> [g.anchor for g in groups], groups[0].real is not None, groups[1].real
+        ([True, False, False], True, None)
+    """
+
+    def __init__(
+        self,
+        env_fn: Callable[[], gym.Env[Any, Any]] | str,
+        world_model: WorldModel,
+        config: RolloutConfig | None = None,
+        *,
+        executor: concurrent.futures.Executor | None = None,
+        reducer: Reducer = episode_return,
+        ledger: CostLedger | None = None,
+    ) -> None:
+        if not isinstance(world_model, WorldModel):
+            raise ConfigError(
+                f"world_model={world_model!r} is not a WorldModel; it needs a `name` and a batched "
+                "`predict(queries)`"
+            )
+        if isinstance(env_fn, str):
+            env_id = env_fn
+            self._env_fn: Callable[[], gym.Env[Any, Any]] = lambda: gym.make(env_id)
+        else:
+            self._env_fn = env_fn
+        self.world_model = world_model
+        self.config = config if config is not None else RolloutConfig()
+        self.reducer = reducer
+        self.ledger = ledger if ledger is not None else CostLedger()
+        self._executor = executor
+        self._owns_executor = executor is None
+        self._envs: list[WorldModelWrapper[Any, Any]] = []
+
+    @property
+    def envs(self) -> tuple[WorldModelWrapper[Any, Any], ...]:
+        """The wrapped environments created so far (trajectory ``i`` of a step uses ``envs[i]``)."""
+        return tuple(self._envs)
+
+    def run(
+        self,
+        tasks: Sequence[RolloutTask],
+        policy: Policy[Any, Any],
+        *,
+        anchors: Sequence[bool] | np.ndarray | None = None,
+        scheduler: AnchorSelector | None = None,
+        seed: int | None = None,
+        progress: bool = False,
+    ) -> list[ScoredGroup]:
+        """Run one step: ``group_size`` trajectories per task, to the end of every episode.
+
+        Args:
+            tasks: one group per task, in order (group ``g`` is ``tasks[g]``).
+            policy: the batched policy.
+            anchors: which groups are anchors (e.g. ``CorrectionLoop.plan(len(tasks))``).
+            scheduler: decides the anchors instead (``select(len(tasks))``); its in-flight anchor
+                groups are released when their executions have finished. Give at most one of
+                ``anchors`` and ``scheduler``; with neither, no group is an anchor.
+            seed: reset seed of trajectory ``i`` is ``seed + i`` (``None``: unseeded resets).
+            progress: show a progress bar of finished episodes.
+
+        Returns:
+            One :class:`ScoredGroup` per task, in order, with :class:`Trajectory` payloads.
+
+        Raises:
+            ConfigError: bad anchors, tasks or policy output.
+            WorldModelError: the world model failed and ``tolerate_errors`` is False.
+        """
+        if not tasks:
+            raise ConfigError("tasks is empty; pass at least one RolloutTask")
+        mask = self._anchor_mask(len(tasks), anchors, scheduler)
+        try:
+            return self._run(tasks, policy, mask, seed, progress)
+        finally:
+            if scheduler is not None and hasattr(scheduler, "release") and mask.any():
+                releasable: _Releasable = scheduler  # type: ignore[assignment]
+                releasable.release(int(mask.sum()))
+
+    def close(self) -> None:
+        """Close the environments and shut down the executor if this object created it."""
+        for env in self._envs:
+            env.close()
+        self._envs.clear()
+        if self._owns_executor and self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def __enter__(self) -> GroupedRollout:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _anchor_mask(
+        self, n_groups: int, anchors: Sequence[bool] | np.ndarray | None, scheduler: AnchorSelector | None
+    ) -> np.ndarray:
+        if anchors is not None and scheduler is not None:
+            raise ConfigError(
+                "pass anchors= or scheduler=, not both: the anchor decision must have one source"
+            )
+        if scheduler is not None:
+            anchors = scheduler.select(n_groups)
+        if anchors is None:
+            return np.zeros(n_groups, dtype=bool)
+        values = list(anchors)
+        if len(values) != n_groups or not all(isinstance(a, (bool, np.bool_)) for a in values):
+            raise ConfigError(
+                f"anchors={anchors!r} must be {n_groups} bools, one per task (e.g. CorrectionLoop.plan(n))"
+            )
+        return np.asarray(values, dtype=bool)
+
+    def _ensure_envs(self, n: int) -> list[WorldModelWrapper[Any, Any]]:
+        config = self.config
+        while len(self._envs) < n:
+            self._envs.append(
+                WorldModelWrapper(
+                    self._env_fn(),
+                    self.world_model,
+                    mode=config.mode,
+                    scoring=config.scoring,
+                    info_key=config.info_key,
+                    tolerate_errors=config.tolerate_errors,
+                    max_episode_steps=config.max_turns,
+                    ledger=self.ledger,
+                )
+            )
+        return self._envs[:n]
+
+    def _executor_for(self, n: int) -> concurrent.futures.Executor:
+        if self._executor is None:
+            workers = self.config.max_workers or min(32, max(1, n))
+            self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="wmrl-real")
+        return self._executor
+
+    def _run(
+        self,
+        tasks: Sequence[RolloutTask],
+        policy: Policy[Any, Any],
+        mask: np.ndarray,
+        seed: int | None,
+        progress: bool,
+    ) -> list[ScoredGroup]:
+        size = self.config.group_size
+        n = len(tasks) * size
+        envs = self._ensure_envs(n)
+        running: list[_Running] = []
+        for i, env in enumerate(envs):
+            task = tasks[i // size]
+            clash = {"anchor", "group_id"} & set(task.options)
+            if clash:
+                raise ConfigError(
+                    f"task {task.task_id!r} sets reset options {sorted(clash)}, which the rollout decides; "
+                    "remove them (anchors come from anchors= or scheduler=)"
+                )
+            options = {**task.options, "anchor": bool(mask[i // size]), "group_id": i // size}
+            obs, info = env.reset(seed=None if seed is None else seed + i, options=options)
+            running.append(_Running(observations=[obs], infos=[info]))
+        with tqdm(total=n, desc="rollout episodes", disable=not progress, leave=False) as bar:
+            while True:
+                live = [i for i in range(n) if not running[i].done]
+                if not live:
+                    break
+                self._turn(envs, running, live, policy)
+                bar.update(sum(running[i].done for i in live))
+        return [
+            self._group(g, task, bool(mask[g]), running[g * size : (g + 1) * size])
+            for g, task in enumerate(tasks)
+        ]
+
+    def _turn(
+        self,
+        envs: Sequence[WorldModelWrapper[Any, Any]],
+        running: Sequence[_Running],
+        live: Sequence[int],
+        policy: Policy[Any, Any],
+    ) -> None:
+        actions = list(
+            policy.act([running[i].observations[-1] for i in live], [running[i].infos[-1] for i in live])
+        )
+        if len(actions) != len(live):
+            raise ConfigError(
+                f"policy returned {len(actions)} actions for {len(live)} observations; act() must return "
+                "one action per observation"
+            )
+        pending = {i: envs[i].prepare_step(action) for i, action in zip(live, actions, strict=True)}
+        executor = self._executor_for(len(live))
+        futures = [executor.submit(envs[i].execute, p) for i, p in pending.items() if p.runs_real]
+        predictions: dict[int, tuple[Any, float, str | None]] = {}
+        try:
+            if self.config.scoring == "step":
+                predictions = self._predict(pending)
+        finally:
+            done, _ = concurrent.futures.wait(futures)
+        for future in done:
+            future.result()
+        if self.config.scoring == "episode":
+            predictions = self._predict(pending)
+        key = self.config.info_key
+        for i, step in pending.items():
+            prediction, seconds, error = predictions.get(i, (None, 0.0, None))
+            obs, reward, terminated, truncated, info = envs[i].finish_step(
+                step, prediction, world_model_seconds=seconds, error=error
+            )
+            record = running[i]
+            record.observations.append(obs)
+            record.infos.append(info)
+            record.actions.append(step.action)
+            record.rewards.append(float(reward))
+            record.predicted.append(info[key]["predicted"])
+            record.real.append(info[key]["real"])
+            record.terminated = bool(terminated)
+            record.done = bool(terminated or truncated)
+
+    def _predict(self, pending: Mapping[int, PendingStep]) -> dict[int, tuple[Any, float, str | None]]:
+        asked = [i for i, step in pending.items() if step.query is not None]
+        batch = predict_batch(
+            self.world_model,
+            [pending[i].query for i in asked],  # type: ignore[misc]
+            tolerate_errors=self.config.tolerate_errors,
+            ledger=self.ledger,
+        )
+        return {
+            i: (prediction, batch.seconds_per_query, error)
+            for i, prediction, error in zip(asked, batch.predictions, batch.errors, strict=True)
+        }
+
+    def _group(
+        self, group_id: int, task: RolloutTask, anchor: bool, records: Sequence[_Running]
+    ) -> ScoredGroup:
+        trajectories = tuple(
+            Trajectory(
+                task_id=task.task_id,
+                group_id=group_id,
+                index=index,
+                anchor=bool(anchor),
+                observations=tuple(record.observations),
+                actions=tuple(record.actions),
+                rewards=tuple(record.rewards),
+                predicted=tuple(record.predicted),
+                real=tuple(record.real),
+                terminated=record.terminated,
+            )
+            for index, record in enumerate(records)
+        )
+        if self.config.scoring == "episode":
+            predicted = tuple(t.predicted[-1] if t.predicted else None for t in trajectories)
+        else:
+            predicted = tuple(self.reducer(t.predicted) for t in trajectories)
+        real = tuple(self.reducer(t.real) for t in trajectories) if anchor else None
+        return ScoredGroup(
+            group_id=group_id,
+            anchor=bool(anchor),
+            predicted=predicted,
+            real=real,
+            trajectories=trajectories,
+            task_id=task.task_id,
+        )
