@@ -1,0 +1,73 @@
+"""The Docker backend against a real engine: lock-down settings, layout, image built from this host.
+
+Skips, with the reason, only when no engine answers (CI starts one with scripts/docker_engine.sh).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wmrl_algos.errors import ConfigError
+from wmrl_envs.sandbox import ExecutionRequest
+
+pytestmark = [pytest.mark.docker, pytest.mark.integration]
+
+docker_adapter = pytest.importorskip("wmrl_adapters.docker", reason="docker SDK not installed")
+
+if not docker_adapter.engine_reachable():
+    pytest.skip("no Docker engine reachable (set DOCKER_HOST or run scripts/docker_engine.sh start)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[docker_adapter.DockerSandbox]:
+    backend = docker_adapter.DockerSandbox(strict=True)
+    yield backend
+    backend.close()
+
+
+def test_layout_and_submission_match_the_other_backends(sandbox: docker_adapter.DockerSandbox,
+                                                        tmp_path: Path) -> None:
+    data = tmp_path / "train.csv"
+    data.write_text("a\n1\n")
+    code = ("import os; print(os.getcwd(), sorted(os.listdir('.')), open('input/train.csv').read().strip())\n"
+            "open('submission.csv', 'w').write('id\\n1\\n')")
+    result = sandbox.run(ExecutionRequest(code=code, inputs={"train.csv": data}, timeout_s=60))
+    assert result.status == "ok", result.stderr
+    assert result.stdout.startswith("/sandbox ['input', 'solution.py'] a\n1\n")
+    assert result.output is not None and result.output.read_text() == "id\n1\n"
+    assert result.backend == "docker"
+
+
+def test_container_is_locked_down(sandbox: docker_adapter.DockerSandbox) -> None:
+    code = """
+import os
+lines = open('/proc/self/status').read().splitlines()
+status = dict(line.split(':\\t', 1) for line in lines if ':\\t' in line)
+print(os.getuid() >= 1000, status['CapEff'].strip(), status['NoNewPrivs'].strip())
+try:
+    open('/usr/x', 'w')
+except OSError as exc:
+    print('rootfs', type(exc).__name__)
+print(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else ['lo'])
+"""
+    result = sandbox.run(ExecutionRequest(code=code, timeout_s=60))
+    assert result.status == "ok", result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "True 0000000000000000 1"
+    assert lines[1] == "rootfs OSError"
+    assert lines[2] == "['lo']"
+
+
+def test_ml_stack_from_the_host_is_in_the_image(sandbox: docker_adapter.DockerSandbox) -> None:
+    code = "import pandas, sklearn.linear_model, lightgbm; print(pandas.DataFrame({'a': [1, 2]}).a.sum())"
+    result = sandbox.run(ExecutionRequest(code=code, timeout_s=120))
+    assert (result.status, result.stdout) == ("ok", "3\n"), result.stderr
+
+
+def test_non_positive_cpu_quota_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cpus"):
+        docker_adapter.DockerSandbox(cpus=0)

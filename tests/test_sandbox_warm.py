@@ -1,0 +1,96 @@
+"""Warm execution: pre-warmed single-use sandboxes hide import latency without sharing anything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wmrl_algos.errors import ConfigError, IsolationUnavailableError
+from wmrl_envs.sandbox import BubblewrapSandbox, ExecutionRequest, WarmSandbox
+
+pytestmark = pytest.mark.integration
+
+# json/csv instead of pandas keeps these tests fast; the benchmark measures the pandas+sklearn case.
+PRELOAD = ("json", "csv")
+
+
+@pytest.fixture()
+def warm() -> Iterator[WarmSandbox]:
+    try:
+        backend = BubblewrapSandbox(strict=True)
+    except IsolationUnavailableError as exc:
+        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
+    sandbox = WarmSandbox(backend, pool_size=1, preload=PRELOAD)
+    yield sandbox
+    sandbox.close()
+
+
+def _request(code: str, **kwargs: object) -> ExecutionRequest:
+    return ExecutionRequest(code=code, timeout_s=30, **kwargs)  # type: ignore[arg-type]
+
+
+def test_warm_run_finds_preloaded_modules_and_runs_as_main(warm: WarmSandbox) -> None:
+    request = _request("import sys; print('json' in sys.modules, __name__, sys.argv)")
+    warm.warm_up(request, wait=True)
+    result = warm.run(request)
+    assert result.status == "ok", result.stderr
+    assert result.stdout == "True __main__ ['solution.py']\n"
+    assert warm.warm_hits == 1 and "warm worker" in result.detail
+
+
+def test_consecutive_warm_runs_share_no_files_and_no_uid(warm: WarmSandbox) -> None:
+    code = "import os; print(os.getuid(), os.path.exists('left.txt')); open('left.txt', 'w').write('x')"
+    request = _request(code)
+    outputs = []
+    for _ in range(2):
+        warm.warm_up(request, wait=True)
+        outputs.append(warm.run(request).stdout.split())
+    assert warm.warm_hits == 2
+    assert outputs[0][1] == outputs[1][1] == "False", "a file from the previous run was visible"
+    assert outputs[0][0] != outputs[1][0], "two runs shared a uid"
+
+
+def test_exit_codes_exceptions_and_atexit_behave_like_a_cold_run(warm: WarmSandbox) -> None:
+    cases = {
+        "import sys; sys.exit(3)": ("error", 3),
+        "raise KeyError('boom')": ("error", 1),
+        "import atexit; atexit.register(print, 'bye')": ("ok", 0),
+    }
+    for code, expected in cases.items():
+        request = _request(code)
+        warm.warm_up(request, wait=True)
+        result = warm.run(request)
+        assert (result.status, result.exit_code) == expected, code
+    assert warm.warm_hits == 3
+    assert result.stdout == "bye\n"
+
+
+def test_wall_clock_limit_applies_from_the_handover(warm: WarmSandbox) -> None:
+    request = ExecutionRequest(code="while True: pass", timeout_s=1.0)
+    warm.warm_up(request, wait=True)
+    result = warm.run(request)
+    assert result.status == "timeout" and warm.warm_hits == 1
+
+
+def test_request_with_an_unwarmed_configuration_runs_cold(warm: WarmSandbox, tmp_path: Path) -> None:
+    warm.warm_up(_request("pass"), wait=True)
+    result = warm.run(_request("print('cold')", memory_mb=512))
+    assert result.stdout == "cold\n" and warm.cold_runs == 1 and "cold start" in result.detail
+
+
+def test_close_destroys_idle_workers(warm: WarmSandbox) -> None:
+    request = _request("pass")
+    warm.warm_up(request, wait=True)
+    workers = [w for queue in warm._idle.values() for w in queue]
+    assert workers
+    warm.close()
+    assert all(w.process.finished for w in workers)
+    assert all(not w.work.root.exists() for w in workers)
+
+
+@pytest.mark.parametrize(("pool_size", "max_configs"), [(0, 4), (2, 0)])
+def test_invalid_pool_settings_are_refused(pool_size: int, max_configs: int) -> None:
+    with pytest.raises(ConfigError):
+        WarmSandbox(BubblewrapSandbox(strict=False), pool_size=pool_size, max_configs=max_configs)

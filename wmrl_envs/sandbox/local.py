@@ -1,0 +1,373 @@
+"""The default backend: bubblewrap, an unprivileged per-run uid, cgroups, a capped tmpfs work dir.
+
+Why this shape (each point is a pitfall measured on this machine, see ``FACTS.md``):
+
+* bubblewrap run *as root* with ``--uid 65534`` is still host root inside (it could read
+  ``/etc/shadow``), so the process first drops to an unprivileged uid with ``setpriv`` and only then
+  starts bwrap, which builds its namespaces (user, mount, pid, net, ipc, uts) as that user.
+* Each run gets a fresh random uid from a high range: ``RLIMIT_NPROC`` counts per uid across the host,
+  so a dedicated uid makes it a per-run limit, and concurrent runs cannot signal or read each other.
+* The interpreter may live under ``/root`` (mode 700, e.g. pyenv), which the unprivileged user cannot
+  traverse. We never chmod the host: as root, a private mount namespace (``unshare --mount``) bind-
+  mounts the interpreter prefix and the input files, read-only, into the run's own directory; bwrap
+  then maps them to their original paths. Those mounts vanish with the namespace.
+* The work dir is a tmpfs mounted on the host with a size and an inode cap (one huge file or many
+  small ones both hit it), owned by the run's uid; it is unmounted afterwards, which removes
+  whatever the solution left, whatever modes it set.
+* Memory and pids are limited by per-run cgroups (v1 here) that also count OOM kills and refused
+  forks, and let the host sweep every process of the run, even a ``setsid`` daemon. The pid namespace
+  dies with bwrap, taking every process of the run with it.
+* Inside, the root is empty but for ``/usr`` (read-only), the interpreter, ``/proc``, a minimal
+  ``/dev``, ``/tmp`` (part of the capped tmpfs) and ``/sandbox`` (the work dir, the cwd). No network
+  (only a private loopback), no host environment (``--clearenv``), no ``/etc`` beyond the dynamic
+  loader cache, hidden answers never mounted.
+
+``strict=True`` (the default) raises :class:`~wmrl_algos.errors.IsolationUnavailableError` when any of
+this cannot be had; ``strict=False`` degrades (no uid drop and no tmpfs without root, rlimits instead
+of cgroups) and lists each degradation in :attr:`BubblewrapSandbox.degradations` and in every result.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError
+from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
+from wmrl_envs.sandbox.limits import RunCgroups, cgroup_v1_available
+from wmrl_envs.sandbox.process import ManagedProcess
+from wmrl_envs.sandbox.results import build_result
+from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
+
+__all__ = ["SANDBOX_CWD", "BubblewrapSandbox", "LaunchedRun", "input_target", "python_roots"]
+
+SANDBOX_CWD = "/sandbox"
+"""The solution's working directory inside the sandbox."""
+
+_UID_RANGE = (1_000_000, 1_900_000)
+_HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+_MERGED_USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+def python_roots(python: str = sys.executable) -> tuple[str, ...]:
+    """The directory trees outside ``/usr`` that an interpreter needs (its prefix and site dirs).
+
+    Args:
+        python: the interpreter path.
+
+    Returns:
+        Absolute, de-duplicated, non-nested paths (empty for a Debian ``/usr/bin/python3``).
+    """
+    real = os.path.realpath(python)
+    candidates = {os.path.dirname(os.path.dirname(real))}
+    if os.path.realpath(sys.executable) == real:
+        candidates |= {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+    roots = sorted(path for path in candidates if not (path + "/").startswith("/usr/") and path != "/")
+    return tuple(path for path in roots if not any(path.startswith(other + "/") for other in roots))
+
+
+def input_target(name: str, source: str | os.PathLike[str]) -> PurePosixPath:
+    """Check one ``inputs`` entry and return where it goes under ``./input/``.
+
+    Args:
+        name: the name under ``./input/``.
+        source: the host path.
+
+    Returns:
+        The relative target path.
+
+    Raises:
+        ConfigError: the name is absolute or contains ``.``/``..``, or the host path does not exist.
+    """
+    path = PurePosixPath(name)
+    if path.is_absolute() or not path.parts or any(part in ("..", ".") for part in path.parts):
+        raise ConfigError(
+            f"input name {name!r} must be a relative path without '.' or '..' (it is placed under "
+            f"./input/); rename the input"
+        )
+    if not os.path.exists(source):
+        raise ConfigError(f"input {name!r} -> {os.fspath(source)!r} does not exist on the host; fix the path")
+    return path
+
+
+@dataclass
+class LaunchedRun:
+    """A started run: its process and the host-side resources to release.
+
+    Attributes:
+        process: the process tree.
+        work: the host work dir.
+        cgroups: the run's cgroups, when used.
+        notes: degradations and other notes for the result's ``detail``.
+    """
+
+    process: ManagedProcess
+    work: WorkDir
+    cgroups: RunCgroups | None
+    notes: list[str] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Kill whatever is left and remove the cgroups and the work dir."""
+        self.process.kill()
+        if self.cgroups is not None:
+            self.cgroups.remove()
+        self.process.join(5.0)
+        self.work.destroy()
+
+
+class BubblewrapSandbox:
+    """Runs each request in a fresh bubblewrap sandbox as a fresh unprivileged uid.
+
+    Args:
+        strict: raise instead of degrading when a layer of isolation is unavailable.
+        python: the interpreter that runs ``solution.py`` (its prefix is mounted read-only).
+        output_dir: where copied-out output files go (default: a private temp dir removed on close).
+        extra_ro_paths: further host paths made visible read-only at the same path.
+
+    Raises:
+        IsolationUnavailableError: bwrap is missing or cannot create namespaces, or (strict) not root
+            or no cgroups.
+
+    Example:
+        >>> from wmrl_envs.sandbox.base import ExecutionRequest
+        >>> sandbox = BubblewrapSandbox(strict=False)
+        >>> result = sandbox.run(ExecutionRequest(code="import os; print(os.getuid() != 0)", timeout_s=30))
+        >>> result.status, result.stdout
+        ('ok', 'True\\n')
+        >>> sandbox.close()
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        python: str = sys.executable,
+        output_dir: Path | None = None,
+        extra_ro_paths: Sequence[str] = (),
+    ) -> None:
+        self.strict = strict
+        self.python = os.path.realpath(python)
+        self._roots = python_roots(python)
+        self._extra = tuple(os.path.realpath(p) for p in extra_ro_paths)
+        self._tools = {tool: shutil.which(tool, path=_HOST_PATH) for tool in
+                       ("bwrap", "setpriv", "prlimit", "unshare", "mount")}
+        if self._tools["bwrap"] is None:
+            raise IsolationUnavailableError(
+                "the local sandbox needs bubblewrap, which is not installed; install it "
+                "(apt-get install -y bubblewrap) or ask for make_sandbox('docker'); untrusted code "
+                "would otherwise run unconfined"
+            )
+        self.is_root = os.geteuid() == 0
+        self.use_cgroups = self.is_root and cgroup_v1_available()
+        degradations: list[str] = []
+        if not self.is_root:
+            degradations.append("not root: no uid drop, no disk-capped tmpfs, no cgroups")
+        elif not self.use_cgroups:
+            degradations.append("cgroups v1 unavailable: memory by RLIMIT_AS, pids by RLIMIT_NPROC")
+        missing = [tool for tool in ("setpriv", "prlimit", "unshare", "mount") if self._tools[tool] is None]
+        if self.is_root and missing:
+            raise IsolationUnavailableError(
+                f"running as root, the local sandbox needs {missing} (util-linux) to drop privileges; "
+                f"install util-linux"
+            )
+        self.degradations = tuple(degradations)
+        if degradations:
+            if strict:
+                raise IsolationUnavailableError(
+                    "the local sandbox cannot provide full isolation here (" + "; ".join(degradations)
+                    + "); run as root on a host with cgroups v1, or pass strict=False to accept it"
+                )
+            warnings.warn("local sandbox degraded: " + "; ".join(degradations), RuntimeWarning, stacklevel=2)
+        self._outputs = OutputStore(output_dir)
+        self._probe()
+
+    def _probe(self) -> None:
+        request = ExecutionRequest(code="", timeout_s=30.0, memory_mb=256, disk_mb=4)
+        launched = self.launch(request, ["/usr/bin/true"])
+        try:
+            outcome = launched.process.wait(request.timeout_s)
+        finally:
+            launched.release()
+        if outcome.returncode != 0:
+            raise IsolationUnavailableError(
+                f"bubblewrap cannot create its namespaces here (exit {outcome.returncode}: "
+                f"{outcome.stderr.strip()[-300:]}); enable unprivileged user namespaces "
+                f"(sysctl kernel.unprivileged_userns_clone=1) or use make_sandbox('docker')"
+            )
+
+    def _bwrap_args(self, request: ExecutionRequest, work: WorkDir, staged: Mapping[str, str],
+                    inputs: Mapping[PurePosixPath, str]) -> list[str]:
+        args = [self._tools["bwrap"] or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+                "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+        for link in _MERGED_USR_LINKS:
+            host = Path("/") / link
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), str(host)]
+        for etc in ("/etc/ld.so.cache", "/etc/localtime"):
+            if os.path.exists(etc):
+                args += ["--ro-bind", etc, etc]
+        for target, source in staged.items():
+            args += ["--ro-bind", source, target]
+        args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(work.tmp), "/tmp",
+                 "--bind", str(work.work), SANDBOX_CWD]
+        for name, source in inputs.items():
+            args += ["--ro-bind", source, f"{SANDBOX_CWD}/input/{name}"]
+        env = {"PATH": ":".join([*(f"{r}/bin" for r in self._roots), "/usr/local/bin", "/usr/bin", "/bin"]),
+               "HOME": SANDBOX_CWD, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **request.env}
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        return [*args, "--chdir", SANDBOX_CWD, "--"]
+
+    def launch(
+        self, request: ExecutionRequest, command: Sequence[str], *, write_code: bool = True
+    ) -> LaunchedRun:
+        """Start ``command`` in a fresh sandbox set up for ``request`` (limits, inputs, work dir).
+
+        The wall clock starts now; call ``process.start_clock()`` to restart it (warm execution).
+
+        Args:
+            request: the limits, inputs and environment.
+            command: argv run inside, in ``/sandbox``.
+            write_code: write ``request.code`` to ``solution.py`` before starting (a warm run writes
+                it later with :meth:`write_code`).
+
+        Returns:
+            The started run; the caller must call :meth:`LaunchedRun.release` (or :meth:`finish`).
+
+        Raises:
+            ConfigError: an input name is not a plain relative path.
+            SandboxError: the host-side setup (tmpfs, cgroups) failed.
+        """
+        inputs = {input_target(name, source): os.path.realpath(source)
+                  for name, source in request.inputs.items()}
+        uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if self.is_root else None
+        try:
+            work = WorkDir(request.disk_mb, owner=uid, capped=self.is_root)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SandboxError(f"could not create the run's work dir: {exc}") from exc
+        cgroups: RunCgroups | None = None
+        try:
+            if self.use_cgroups:
+                cgroups = RunCgroups(request.memory_mb, request.max_pids)
+            argv = self._command(request, work, uid, cgroups, inputs, command)
+            if write_code:
+                self.write_code(work, request.code)
+            process = ManagedProcess(argv, env={"PATH": _HOST_PATH}, cwd=str(work.root),
+                                     max_output_bytes=request.max_output_bytes,
+                                     extra_kill=cgroups.kill_all if cgroups is not None else None)
+        except BaseException as exc:
+            if cgroups is not None:
+                cgroups.remove()
+            work.destroy()
+            if isinstance(exc, OSError):
+                raise SandboxError(f"could not start the sandbox: {exc}") from exc
+            raise
+        return LaunchedRun(process=process, work=work, cgroups=cgroups, notes=list(self.degradations))
+
+    def _command(self, request: ExecutionRequest, work: WorkDir, uid: int | None, cgroups: RunCgroups | None,
+                 inputs: Mapping[PurePosixPath, str], command: Sequence[str]) -> list[str]:
+        for name, source in inputs.items():
+            placeholder = work.inputs / name
+            placeholder.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.isdir(source):
+                placeholder.mkdir(exist_ok=True)
+            else:
+                placeholder.touch()
+        if uid is None:
+            staged = {root: root for root in (*self._roots, *self._extra)}
+            bwrap = self._bwrap_args(request, work, staged, inputs)
+            rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0",
+                       f"--as={max(request.memory_mb, 1024) * 2**20 * 4}"]
+            prlimit = [self._tools["prlimit"]] if self._tools["prlimit"] else []
+            argv = [*prlimit, *rlimits, "--", *bwrap, *command] if prlimit else [*bwrap, *command]
+            return argv
+        mounts: list[str] = []
+        staged = {}
+        for index, root in enumerate((*self._roots, *self._extra)):
+            stage = work.root / f"ro-{index}"
+            (stage.mkdir if os.path.isdir(root) else stage.touch)()
+            mounts.append(self._ro_bind_script(root, str(stage)))
+            staged[root] = str(stage)
+        for name, source in inputs.items():
+            mounts.append(self._ro_bind_script(source, str(work.inputs / name)))
+        bwrap = self._bwrap_args(request, work, staged, {})
+        rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0", f"--nproc={request.max_pids}"]
+        if cgroups is None:
+            rlimits.append(f"--as={max(request.memory_mb, 1024) * 2**20 * 4}")
+        drop = [self._tools["setpriv"] or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all"]
+        inner = "set -e; " + "; ".join(mounts) + ("; " if mounts else "") + "exec " + shlex.join(
+            [self._tools["prlimit"] or "prlimit", *rlimits, "--", *drop, *bwrap, *command])
+        # Join the cgroups before anything else runs; set -e makes a failed join abort the run.
+        join = "".join(f"echo $$ > {shlex.quote(str(path))}; " for path in
+                       (cgroups.procs_files if cgroups is not None else ()))
+        outer = "set -e; " + join + "exec " + shlex.join([self._tools["unshare"] or "unshare", "--mount",
+                                             "--propagation", "private", "/bin/sh", "-c", inner])
+        return ["/bin/sh", "-c", outer]
+
+    @staticmethod
+    def write_code(work: WorkDir, code: str) -> None:
+        """Write the solution as a read-only ``solution.py`` in the run's work dir."""
+        solution = work.work / "solution.py"
+        solution.write_text(code)
+        os.chmod(solution, 0o444)
+
+    def _ro_bind_script(self, source: str, target: str) -> str:
+        mount = self._tools["mount"] or "mount"
+        return (f"{mount} --bind {shlex.quote(source)} {shlex.quote(target)}; "
+                f"{mount} -o remount,bind,ro {shlex.quote(target)}")
+
+    def finish(self, launched: LaunchedRun, request: ExecutionRequest) -> ExecutionResult:
+        """Wait for a launched run, classify it, copy the output out, and release everything.
+
+        Args:
+            launched: from :meth:`launch`.
+            request: the request it runs (its timeout and output settings apply).
+
+        Returns:
+            The result.
+        """
+        try:
+            outcome = launched.process.wait(request.timeout_s)
+            limits: list[str] = []
+            peak_mb = cpu_s = None
+            if launched.cgroups is not None:
+                launched.cgroups.kill_all()
+                usage = launched.cgroups.usage()
+                peak_mb, cpu_s = usage.peak_memory_mb, usage.cpu_s
+                if usage.oom_kills:
+                    limits.append(f"memory limit ({request.memory_mb} MB, {usage.oom_kills} OOM kill(s))")
+                if usage.pids_limit_hits:
+                    limits.append(f"pids limit ({request.max_pids}, {usage.pids_limit_hits} fork(s) refused)")
+            if launched.work.disk_full():
+                limits.append(f"disk cap ({request.disk_mb} MB)")
+            if outcome.returncode in (-25, 128 + 25):
+                limits.append("file size limit")
+            copied = copy_out(launched.work.work, request.output_name,
+                              self._outputs.new_path(request.output_name),
+                              request.max_output_file_mb * 2**20)
+            return build_result(outcome, backend=self.name, limits_hit=limits, copied=copied,
+                                notes=launched.notes, max_rss_mb=peak_mb, cpu_s=cpu_s)
+        finally:
+            launched.release()
+
+    def run(self, request: ExecutionRequest) -> ExecutionResult:
+        """Execute one request (see :class:`~wmrl_envs.sandbox.base.Sandbox`)."""
+        launched = self.launch(request, [self.python, "-s", "-B", "solution.py"])
+        return self.finish(launched, request)
+
+    def close(self) -> None:
+        """Remove the private output dir."""
+        self._outputs.close()
