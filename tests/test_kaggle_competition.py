@@ -1,0 +1,181 @@
+"""Competition format and loaders for directories laid out as MLE-bench and MLE-Dojo prepare them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wmrl_algos.errors import ConfigError, DataError
+from wmrl_envs.kaggle.competition import (
+    Competition,
+    load_competition,
+    load_mlebench_competition,
+    load_mledojo_competition,
+)
+from wmrl_envs.kaggle.grading import score_submission
+
+
+def _frame(rows: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    age = rng.integers(1, 80, rows)
+    spend = rng.gamma(2.0, 100.0, rows).round(2)
+    planet = rng.choice(["Earth", "Mars", "Europa"], rows)
+    transported = (spend + rng.normal(0, 50, rows) > 200).astype(bool)
+    return pd.DataFrame({"Age": age, "Spend": spend, "HomePlanet": planet, "Transported": transported})
+
+
+def _mlebench_dir(root: Path) -> Path:
+    """Lay out a competition as ``mlebench prepare`` does: prepared/public + prepared/private/test.csv."""
+    competition = root / "spaceship-titanic"
+    public, private = competition / "prepared" / "public", competition / "prepared" / "private"
+    public.mkdir(parents=True)
+    private.mkdir(parents=True)
+    frame = _frame(300, seed=0)
+    frame.insert(0, "PassengerId", [f"{i:04d}_01" for i in range(len(frame))])
+    train, test = frame.iloc[:200], frame.iloc[200:]
+    train.to_csv(public / "train.csv", index=False)
+    test.drop(columns=["Transported"]).to_csv(public / "test.csv", index=False)
+    test[["PassengerId"]].assign(Transported=False).to_csv(public / "sample_submission.csv", index=False)
+    test[["PassengerId", "Transported"]].to_csv(private / "test.csv", index=False)
+    (public / "description.md").write_text("# Spaceship Titanic\n\nPredict `Transported`.\n")
+    (competition / "config.yaml").write_text(
+        "id: spaceship-titanic\nname: Spaceship Titanic\ncompetition_type: simple\n"
+        "dataset:\n  answers: spaceship-titanic/prepared/private/test.csv\n"
+        "grader:\n  name: accuracy\n  grade_fn: mlebench.competitions.spaceship-titanic.grade:grade\n"
+    )
+    (competition / "leaderboard.csv").write_text(
+        "teamName,score,submissionDate\n"
+        + "".join(f"t{i},{0.9 - i * 0.05:.2f},2022-01-01\n" for i in range(10))
+    )
+    return competition
+
+
+def _mledojo_dir(root: Path) -> Path:
+    """Lay out a competition as MLE-Dojo prepares GiveMeSomeCredit: data/public + data/private."""
+    competition = root / "GiveMeSomeCredit"
+    public, private = competition / "data" / "public", competition / "data" / "private"
+    info = competition / "info"
+    for directory in (public, private, info):
+        directory.mkdir(parents=True)
+    frame = _frame(300, seed=1).rename(columns={"Transported": "SeriousDlqin2yrs"})
+    frame["SeriousDlqin2yrs"] = frame["SeriousDlqin2yrs"].astype(int)
+    frame.insert(0, "Id", np.arange(1, len(frame) + 1))
+    train, test = frame.iloc[:220], frame.iloc[220:]
+    train.to_csv(public / "cs-training.csv", index=False)
+    test.drop(columns=["SeriousDlqin2yrs"]).to_csv(public / "cs-test.csv", index=False)
+    pd.DataFrame({"Id": test["Id"], "Probability": 0.0}).to_csv(public / "sample_submission.csv", index=False)
+    pd.DataFrame({"Id": test["Id"], "Probability": test["SeriousDlqin2yrs"]}).to_csv(
+        private / "test_answer.csv", index=False
+    )
+    (public / "description.txt").write_text("Give Me Some Credit: predict serious delinquency.\n")
+    for split, top in (("public", 0.87), ("private", 0.86)):
+        rows = "".join(f"{i},team{i},2011-12-15,{top - i * 0.01:.4f}\n" for i in range(30))
+        (info / f"{split}_leaderboard.csv").write_text("TeamId,TeamName,SubmissionDate,Score\n" + rows)
+    return competition
+
+
+def test_mlebench_layout_loads_and_grades(tmp_path: Path) -> None:
+    competition = load_competition(_mlebench_dir(tmp_path))
+    assert competition.layout == "mlebench"
+    assert (competition.metric, competition.task_type) == ("accuracy", "binary")
+    assert competition.higher_is_better
+    assert (competition.id_column, competition.target) == ("PassengerId", "Transported")
+    assert competition.feature_columns == ("Age", "Spend", "HomePlanet")
+    assert competition.labels == ("False", "True")
+    assert competition.leaderboard is not None and len(competition.leaderboard) == 10
+    assert "Spaceship Titanic" in competition.description
+    expected_files = {"train.csv", "test.csv", "sample_submission.csv", "description.md"}
+    assert set(competition.public_files()) == expected_files
+
+    answers = competition.load_answers()
+    assert set(answers["Usage"]) == {"Public", "Private"}
+    assert load_competition(tmp_path / "spaceship-titanic").load_answers()["Usage"].tolist() == answers[
+        "Usage"
+    ].tolist(), "the public/private marking must be stable"
+    submission = answers[["PassengerId", "Transported"]]
+    submission.to_csv(tmp_path / "submission.csv", index=False)
+    report = score_submission(tmp_path / "submission.csv", competition)
+    assert report.score == 1.0 and report.public_score == 1.0 and report.medal == "gold"
+
+
+def test_mlebench_metric_can_be_given_when_config_is_missing(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path)
+    (directory / "config.yaml").unlink()
+    with pytest.raises(ConfigError, match="metric"):
+        load_mlebench_competition(directory)
+    assert load_mlebench_competition(directory, metric="macro-f1").metric == "macro_f1"
+
+
+def test_mledojo_layout_loads_with_a_renamed_target(tmp_path: Path) -> None:
+    competition = load_competition(_mledojo_dir(tmp_path), metric="auc")
+    assert competition.layout == "mledojo"
+    assert (competition.metric, competition.task_type) == ("roc_auc", "binary")
+    assert (competition.id_column, competition.target, competition.train_target) == (
+        "Id",
+        "Probability",
+        "SeriousDlqin2yrs",
+    )
+    assert competition.feature_columns == ("Age", "Spend", "HomePlanet")
+    assert competition.leaderboard is not None and competition.leaderboard.scores[0] == 0.86
+    assert competition.public_leaderboard is not None and competition.public_leaderboard.scores[0] == 0.87
+    assert competition.description.startswith("Give Me Some Credit")
+
+    answers = competition.load_answers()
+    guess = answers[["Id"]].assign(Probability=answers["Probability"].astype(float) * 0.5 + 0.25)
+    guess.to_csv(tmp_path / "submission.csv", index=False)
+    report = score_submission(tmp_path / "submission.csv", competition)
+    assert report.score == 1.0 and report.position == 1.0
+
+
+def test_mledojo_needs_a_known_metric(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown metric"):
+        load_mledojo_competition(_mledojo_dir(tmp_path), metric="quadratic_weighted_kappa")
+
+
+def test_unknown_layout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="not a competition"):
+        load_competition(tmp_path)
+
+
+def test_answers_inside_the_public_dir_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "public").mkdir()
+    with pytest.raises(DataError, match="inside the public dir"):
+        Competition(
+            id="leaky",
+            title="Leaky",
+            description="",
+            public_dir=tmp_path / "public",
+            answers_path=tmp_path / "public" / "answers.csv",
+            metric="rmse",
+            higher_is_better=False,
+            task_type="regression",
+            target="y",
+            id_column="id",
+            feature_columns=("x",),
+        )
+
+
+def test_multi_target_submissions_are_refused_with_a_clear_message(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path)
+    sample = directory / "prepared" / "public" / "sample_submission.csv"
+    pd.read_csv(sample).assign(Other=0).to_csv(sample, index=False)
+    with pytest.raises(DataError, match="single-target"):
+        load_competition(directory)
+
+
+def test_reference_leaderboard_can_be_built_for_a_loaded_competition(tmp_path: Path) -> None:
+    from wmrl_envs.kaggle.references import build_leaderboard
+    from wmrl_envs.sandbox.unsafe import UnsafeSandbox
+
+    competition = load_competition(_mledojo_dir(tmp_path), metric="auc")
+    sandbox = UnsafeSandbox()
+    try:
+        record = build_leaderboard(competition, sandbox, names=["prior", "linear_numeric"], progress=False)
+    finally:
+        sandbox.close()
+    scores = {entry.name: entry.score for entry in record.entries}
+    assert scores["prior"] == 0.5
+    assert scores["linear_numeric"] is not None and scores["linear_numeric"] > 0.7

@@ -1,0 +1,446 @@
+"""``KaggleEnv``: a Gymnasium env where each action is a Python solution, run for real and graded.
+
+Why this env: it is the expensive environment WMRL was made for. One step executes untrusted code in
+a sandbox for seconds to minutes; a world model can stand in for that step through the two
+:class:`~wmrl_envs.world_model.SimulatableEnv` hooks, which advance the same bookkeeping from a
+predicted :class:`~wmrl_envs.kaggle.outcome.Outcome` without executing anything.
+
+An episode is one competition and up to ``max_turns`` executions:
+
+* ``reset`` picks a competition (``options={"competition": id}``, or a seeded draw from the split)
+  and returns the task: overview, data inventory, and the sandbox layout instructions.
+* ``step(message)`` extracts the Python solution from the message (:func:`extract_code`), runs it
+  with the public files under ``./input/``, grades ``./submission.csv`` outside the sandbox, and
+  returns the sandbox log (:func:`~wmrl_envs.kaggle.feedback.format_feedback`): exit status, the tails
+  of stdout/stderr, the traceback and the **public** score only.
+
+Reward: the ladder value of an execution is ``RewardLadder.reward(status, position)`` (DESIGN.md §4;
+the position score is the private score's rank on the private leaderboard). Each step's reward is the
+improvement of the best ladder value so far, ``max(0, value - best)`` (the first known value counts
+in full), so the undiscounted episode return equals the best ladder value of the episode: trying
+something worse after a good submission costs nothing, as on Kaggle where the best entry counts. An
+unknown outcome (timeout, sandbox failure) gives a NaN reward, ``info["reward_unknown"] = True``, and
+leaves the best value unchanged: it is never read as 0.
+
+``info`` (for the trainer, never shown to the agent) holds ``status``, ``score`` (private),
+``public_score``, ``position``, ``medal``, ``above_median``, ``ladder_value``, ``best_ladder_value``,
+``reward_unknown``, ``wall_s``, ``cpu_s``, ``max_rss_mb``, ``exit_code``, ``detail``, ``turn``,
+``competition_id`` and ``simulated``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import traceback as traceback_module
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from wmrl_algos.errors import ConfigError, SandboxError
+from wmrl_envs.kaggle.competition import Competition
+from wmrl_envs.kaggle.feedback import format_feedback, parse_feedback
+from wmrl_envs.kaggle.grading import grade_execution
+from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder
+from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
+from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
+from wmrl_envs.world_model import Prediction
+
+__all__ = ["CHARSET", "MAX_TEXT_LENGTH", "KaggleEnvConfig", "KaggleEnv", "extract_code"]
+
+CHARSET: str = string.printable + "".join(chr(code) for code in range(0xA0, 0x180))
+"""Characters of observations and actions: printable ASCII with newlines and tabs, plus Latin-1 and
+Latin Extended-A. Anything else in a log or an inventory is replaced by ``?``."""
+MAX_TEXT_LENGTH = 200_000
+_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+_CODE_LINE = re.compile(
+    r"^\s*(import\s+\w|from\s+[\w.]+\s+import\s|def\s+\w+\s*\(|class\s+\w+|for\s+.+:\s*$|while\s+.+:\s*$|"
+    r"if\s+.+:\s*$|with\s+.+:\s*$|print\(|[A-Za-z_][\w.\[\]'\"]*\s*=[^=])",
+    re.MULTILINE,
+)
+_ALLOWED = frozenset(CHARSET)
+
+
+def extract_code(message: str) -> str | None:
+    """The Python solution in an agent's message, or ``None`` when it holds no code.
+
+    The first ```` ```python ```` (or ``py``) fenced block wins; else the first unlabelled fenced
+    block; else, with no fence at all, the whole message if it compiles or has a line that looks like
+    Python (an import, a def, an assignment...). Prose alone is not code.
+
+    >>> extract_code("Here:\\n```python\\nprint(1)\\n```\\nDone.")
+    'print(1)\\n'
+    >>> extract_code("import pandas as pd") is not None, extract_code("I would use a random forest.")
+    (True, None)
+    """
+    fences = list(_FENCE.finditer(message))
+    for wanted in (("python", "py", "python3"), ("",)):
+        for match in fences:
+            if match.group("lang").lower() in wanted and match.group("body").strip():
+                return match.group("body")
+    if fences:
+        return None
+    text = message.strip()
+    if not text:
+        return None
+    try:
+        compile(text, "solution.py", "exec")
+    except (SyntaxError, ValueError):
+        return text + "\n" if _CODE_LINE.search(text) else None
+    return text + "\n" if _CODE_LINE.search(text) or "\n" in text or "(" in text else None
+
+
+def _clean(text: str) -> str:
+    cleaned = "".join(character if character in _ALLOWED else "?" for character in text)
+    return cleaned[:MAX_TEXT_LENGTH]
+
+
+def _instructions(competition: Competition, max_turns: int, timeout_s: float) -> str:
+    return (
+        "# How to submit\n\n"
+        f"Reply with one Python solution in a ```python fenced block. It runs in a fresh sandbox with no "
+        f"network, for at most {timeout_s:.0f} s: the current directory is a writable work dir, the "
+        f"files above are read-only under `./input/` (e.g. `./input/{competition.train_file}`), and it must "
+        f"write `./submission.csv` with the columns `{competition.id_column},{competition.target}`. "
+        "Anything else it writes is ignored. After each run you see the execution log and the public "
+        f"leaderboard score only. You have {max_turns} executions; your best submission counts.\n"
+    )
+
+
+@dataclass(frozen=True)
+class KaggleEnvConfig:
+    """The execution settings of :class:`KaggleEnv`, validated (the env builds one from its arguments).
+
+    Example:
+        >>> KaggleEnvConfig(max_turns=2).timeout_s
+        300.0
+
+    Attributes:
+        max_turns: executions per episode (the paper uses up to 4). Must be >= 1.
+        timeout_s: wall-clock limit of one execution; a run past it is killed and its outcome is
+            unknown (NaN reward). Must be > 0.
+        memory_mb: memory limit of one execution. Must be >= 256.
+        max_submission_mb: size cap on the graded submission file. Must be >= 1.
+        feedback_chars: approximate size of the log shown after each execution. Must be >= 400.
+    """
+
+    max_turns: int = 4
+    timeout_s: float = 300.0
+    memory_mb: int = 4096
+    max_submission_mb: int = 32
+    feedback_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ConfigError(f"max_turns={self.max_turns}; an episode needs an execution, use >= 1")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s={self.timeout_s}; use a positive number of seconds")
+        if self.memory_mb < 256:
+            raise ConfigError(f"memory_mb={self.memory_mb}; pandas alone needs more, use >= 256")
+        if self.max_submission_mb < 1:
+            raise ConfigError(f"max_submission_mb={self.max_submission_mb}; use >= 1")
+        if self.feedback_chars < 400:
+            raise ConfigError(f"feedback_chars={self.feedback_chars}; the log needs >= 400 characters")
+
+
+class KaggleEnv(gym.Env[str, str]):
+    """Kaggle-style code-agent env: text in (a solution), sandbox log out, ladder reward.
+
+    Args:
+        competition: a competition id of the suite, a :class:`Competition` (e.g. from an MLE-bench
+            loader), or ``None`` to draw one from ``split`` at every reset.
+        suite: the task pool: a :class:`KaggleSuite`, a directory, or ``None`` for the built-in suite
+            (generated on first use).
+        split: ``"train"`` (default), ``"heldout"`` (evaluation only) or ``"all"``; a competition
+            outside the split is refused, so held-out tasks are never trained on by accident.
+        sandbox: a :class:`~wmrl_envs.sandbox.base.Sandbox` (the caller closes it) or a backend name
+            for ``make_sandbox`` (``"local"``, ``"docker"``, ``"unsafe"``; the env closes it).
+        max_turns: executions per episode.
+        ladder: the reward ladder.
+        timeout_s: per-execution wall-clock limit.
+        memory_mb: per-execution memory limit.
+        max_submission_mb: size cap on the graded submission file.
+        feedback_chars: approximate size of the log shown after each execution.
+        seed: seeds the competition draw (``reset(seed=...)`` overrides it).
+        render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
+
+    Raises:
+        ConfigError: an invalid setting, an unknown competition, or one outside ``split``.
+
+    Example:
+        >>> env = KaggleEnv("concrete-strength", sandbox="unsafe")  # doctest: +SKIP
+        >>> observation, info = env.reset(seed=0)  # doctest: +SKIP
+        >>> code = "import shutil; shutil.copy('input/sample_submission.csv', 'submission.csv')"
+        >>> observation, reward, terminated, truncated, info = env.step(code)  # doctest: +SKIP
+        >>> info["status"], reward  # doctest: +SKIP
+        ('valid', 0.5)
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        competition: str | Competition | None = None,
+        *,
+        suite: KaggleSuite | Path | str | None = None,
+        split: Literal["train", "heldout", "all"] = "train",
+        sandbox: Sandbox | str = "local",
+        max_turns: int = 4,
+        ladder: RewardLadder | None = None,
+        timeout_s: float = 300.0,
+        memory_mb: int = 4096,
+        max_submission_mb: int = 32,
+        feedback_chars: int = 4000,
+        seed: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        self.config = KaggleEnvConfig(
+            max_turns=max_turns,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            max_submission_mb=max_submission_mb,
+            feedback_chars=feedback_chars,
+        )
+        if split not in ("train", "heldout", "all"):
+            raise ConfigError(f"split={split!r}; use 'train', 'heldout' or 'all'")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode={render_mode!r}; KaggleEnv renders only 'ansi' (or None)")
+        self.render_mode = render_mode
+        self.ladder = ladder or RewardLadder()
+        self.split = split
+        self._fixed: Competition | None = competition if isinstance(competition, Competition) else None
+        needs_suite = not isinstance(competition, Competition)
+        if isinstance(suite, KaggleSuite):
+            self.suite: KaggleSuite | None = suite
+        elif suite is not None:
+            self.suite = KaggleSuite(Path(suite))
+        else:
+            self.suite = load_suite() if needs_suite else None
+        self._fixed_id = competition if isinstance(competition, str) else None
+        if self._fixed_id is not None:
+            self._check_split(self._fixed_id)
+        elif self._fixed is None and self.suite is not None and not self.suite.ids(split):
+            raise ConfigError(f"the suite has no competitions in split {split!r}")
+        self._owns_sandbox = isinstance(sandbox, str)
+        self.sandbox = _make_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
+        self.observation_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=CHARSET)
+        self._seed = seed
+        self._seeded = False
+        self.competition: Competition | None = None
+        self._turn = 0
+        self._best: float | None = None
+        self._history: list[str] = []
+        self._solutions: list[str] = []
+        self._done = True
+        self._last_observation = ""
+
+    def _check_split(self, competition_id: str) -> KaggleSuite:
+        if self.suite is None:
+            raise ConfigError(
+                f"competition {competition_id!r} requested, but this env was given a single Competition and "
+                "no suite; pass suite=... to choose competitions by id"
+            )
+        if competition_id not in self.suite:
+            raise ConfigError(f"unknown competition {competition_id!r}; choose from {self.suite.ids()}")
+        if self.split != "all" and competition_id not in self.suite.ids(self.split):
+            raise ConfigError(
+                f"competition {competition_id!r} is not in split {self.split!r} (held-out competitions are "
+                "for evaluation only); pass split='heldout' or split='all' to use it"
+            )
+        return self.suite
+
+    def _pick(self, options: dict[str, Any] | None) -> Competition:
+        requested = (options or {}).get("competition")
+        if isinstance(requested, Competition):
+            chosen = requested
+        elif requested is not None or self._fixed_id is not None:
+            competition_id = str(requested if requested is not None else self._fixed_id)
+            chosen = self._check_split(competition_id).get(competition_id)
+        elif self._fixed is not None:
+            chosen = self._fixed
+        else:
+            assert self.suite is not None
+            pool = self.suite.ids(self.split)
+            chosen = self.suite.get(pool[int(self.np_random.integers(len(pool)))])
+        if chosen.leaderboard is None:
+            raise ConfigError(
+                f"competition {chosen.id!r} has no leaderboard, so a valid submission's reward is unknown; "
+                f"build it with: python -m wmrl_envs.kaggle.references --ids {chosen.id}"
+            )
+        return chosen
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode on a competition; returns the task text and ``{"competition_id", "turn"}``."""
+        if seed is None and not self._seeded and self._seed is not None:
+            seed = self._seed
+        super().reset(seed=seed)
+        self._seeded = True
+        self.competition = self._pick(options)
+        self._turn, self._best, self._done = 0, None, False
+        self._history, self._solutions = [], []
+        competition = self.competition
+        observation = _clean(
+            f"{competition.description.rstrip()}\n\n{competition.inventory().rstrip()}\n\n"
+            f"{_instructions(competition, self.config.max_turns, self.config.timeout_s)}"
+        )
+        self._last_observation = observation
+        return observation, {"competition_id": competition.id, "turn": 0, "heldout": competition.heldout}
+
+    def _require_episode(self) -> Competition:
+        if self.competition is None or self._done:
+            raise gym.error.ResetNeeded("the episode is over (or never started); call reset() first")
+        return self.competition
+
+    def execute(self, action: str) -> Outcome:
+        """Run one action for real and grade it, without touching the episode's state."""
+        competition = self._require_episode()
+        code = extract_code(action)
+        if code is None:
+            return Outcome(
+                status="malformed",
+                detail="no Python solution found in the message; put it in a ```python fenced block",
+            )
+        try:
+            compile(code, "solution.py", "exec")
+        except (SyntaxError, ValueError) as error:
+            report = "".join(traceback_module.format_exception_only(type(error), error))
+            return Outcome(
+                status="syntax_error", exit_code=1, traceback=report, stderr_tail=report, detail=str(error)
+            )
+        request = ExecutionRequest(
+            code=code,
+            inputs=competition.public_files(),
+            timeout_s=self.config.timeout_s,
+            memory_mb=self.config.memory_mb,
+            max_output_file_mb=self.config.max_submission_mb,
+        )
+        try:
+            result = self.sandbox.run(request)
+        except SandboxError as error:
+            return Outcome(status="sandbox_error", detail=f"the sandbox failed: {error}")
+        return grade_execution(result, competition, max_bytes=self.config.max_submission_mb * 1024 * 1024)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Execute the solution in ``action`` and return the sandbox log, the ladder improvement, ..."""
+        self._require_episode()
+        code = extract_code(action)
+        outcome = self.execute(action)
+        return self._advance(code or action, outcome, simulated=False)
+
+    def _ladder_value(self, outcome: Outcome) -> float | None:
+        position = outcome.position
+        if outcome.status == "valid" and position is None and self.competition is not None:
+            board = self.competition.leaderboard
+            score = outcome.score if outcome.score is not None else outcome.public_score
+            position = board.position(score) if board is not None and score is not None else None
+        return self.ladder.reward(outcome.status, position)
+
+    def step_reward(self, outcome: Outcome) -> float | None:
+        """The reward ``step`` would give for ``outcome`` now (the ladder improvement), without advancing.
+
+        World models that score rather than simulate use it to turn a predicted outcome into a reward
+        on the same scale as the real one. ``None`` when the outcome is unknown.
+        """
+        self._require_episode()
+        value = self._ladder_value(outcome)
+        if value is None:
+            return None
+        return value if self._best is None else max(0.0, value - self._best)
+
+    def _advance(
+        self, solution: str, outcome: Outcome, *, simulated: bool, observation: str | None = None,
+        ladder_value: float | None = None, use_outcome: bool = True, end: bool = False,
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        competition = self._require_episode()
+        value = self._ladder_value(outcome) if use_outcome else ladder_value
+        if value is None:
+            reward = math.nan
+        elif self._best is None:
+            reward, self._best = value, value
+        else:
+            reward = max(0.0, value - self._best)
+            self._best = max(self._best, value)
+        text = _clean(observation if observation is not None else format_feedback(
+            outcome, max_chars=self.config.feedback_chars))
+        self._turn += 1
+        self._history.append(text)
+        self._solutions.append(solution)
+        terminated = end or self._turn >= self.config.max_turns
+        self._done = terminated
+        self._last_observation = text
+        info: dict[str, Any] = {
+            "competition_id": competition.id,
+            "turn": self._turn,
+            "status": outcome.status,
+            "score": outcome.score,
+            "public_score": outcome.public_score,
+            "position": outcome.position,
+            "medal": outcome.medal,
+            "above_median": outcome.above_median,
+            "ladder_value": value,
+            "best_ladder_value": self._best,
+            "reward_unknown": value is None,
+            "wall_s": outcome.wall_s,
+            "cpu_s": outcome.extra.get("cpu_s"),
+            "max_rss_mb": outcome.extra.get("max_rss_mb"),
+            "exit_code": outcome.exit_code,
+            "detail": outcome.detail,
+            "simulated": simulated,
+        }
+        return text, float(reward), terminated, False, info
+
+    def world_model_context(self) -> KaggleContext:
+        """Public information for a world model: the task, the public leaderboard, turn and history."""
+        competition = self._require_episode()
+        return competition.context(
+            turn=self._turn, history=tuple(self._history), previous_solutions=tuple(self._solutions)
+        )
+
+    def apply_prediction(
+        self, action: str, prediction: Prediction
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Advance the episode from a predicted outcome, without executing anything.
+
+        The outcome is ``prediction.info["outcome"]`` (an :class:`Outcome`) if present, else parsed
+        from ``prediction.observation`` with :func:`parse_feedback`. A predicted valid outcome without
+        a position is ranked by its score on the private leaderboard. With no usable outcome, the
+        prediction's own ``reward`` (if any) is taken as the ladder value; else the reward is unknown.
+        """
+        self._require_episode()
+        predicted = prediction.info.get("outcome") if prediction.info else None
+        outcome = predicted if isinstance(predicted, Outcome) else None
+        observation = prediction.observation if isinstance(prediction.observation, str) else None
+        if outcome is None and observation is not None:
+            outcome = parse_feedback(observation)
+        code = extract_code(action) or action
+        end = bool(prediction.terminated)
+        if outcome is not None:
+            return self._advance(code, outcome, simulated=True, observation=observation, end=end)
+        unknown = Outcome(status="sandbox_error", detail="the world model gave no usable prediction")
+        return self._advance(
+            code, unknown, simulated=True, observation=observation, ladder_value=prediction.reward,
+            use_outcome=False, end=end,
+        )
+
+    def render(self) -> str | None:
+        """The last observation (``render_mode="ansi"``)."""
+        return self._last_observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close the sandbox if the env created it."""
+        if self._owns_sandbox:
+            self.sandbox.close()
+        super().close()
+
+
+def _make_sandbox(name: str) -> Sandbox:
+    from wmrl_envs.sandbox import make_sandbox
+
+    return make_sandbox(name)
