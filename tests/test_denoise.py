@@ -160,3 +160,29 @@ def test_restored_weighter_gives_the_same_weights() -> None:
 def test_corrupt_state_raises_checkpoint_error() -> None:
     with pytest.raises(CheckpointError, match="inverse-variance state"):
         InverseVarianceWeighter().load_state_dict({"warmup_steps": 5})
+
+
+def test_raw_disagreement_does_not_grow_when_only_the_real_variance_shrinks() -> None:
+    """Same absolute world-model error, shrinking real spread: normalised eta2 grows, raw eta2 does not."""
+    error = [0.02, -0.02, 0.02, -0.02]
+    weights = {}
+    for mode in ("variance", "raw"):
+        weighter = InverseVarianceWeighter(warmup_steps=1, w_max=100.0, window=1, disagreement=mode)
+        for spread in (1.0, 0.5, 0.25, 0.1):
+            real = [spread * x for x in (0.0, 1.0, 0.2, 0.8)]
+            weighter.update([[r + e for r, e in zip(real, error)]], [real])
+        weights[mode] = weighter.anchor_weight
+    assert weights["raw"] == pytest.approx(2.0)
+    assert weights["variance"] > 10.0
+
+
+def test_unknown_disagreement_mode_raises_naming_the_value() -> None:
+    with pytest.raises(ConfigError, match="'stddev'"):
+        InverseVarianceWeighter(disagreement="stddev")  # type: ignore[arg-type]
+
+
+def test_disagreement_mode_survives_a_state_round_trip() -> None:
+    original = InverseVarianceWeighter(warmup_steps=1, disagreement="raw")
+    restored = InverseVarianceWeighter()
+    restored.load_state_dict(original.state_dict())
+    assert restored.disagreement == "raw"

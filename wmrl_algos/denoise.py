@@ -22,14 +22,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_algos.types import Score, as_score_array
 
-__all__ = ["centred_residual", "InverseVarianceWeighter"]
+__all__ = ["Disagreement", "centred_residual", "InverseVarianceWeighter"]
+
+Disagreement = Literal["variance", "raw"]
+"""How IVD measures the world model's disagreement on anchor groups (see :class:`InverseVarianceWeighter`)."""
 
 
 def centred_residual(
@@ -96,9 +99,15 @@ class InverseVarianceWeighter:
         warmup_steps: measured steps before ``eta2_cal`` is frozen (>= 1).
         w_max: upper bound of the anchor weight (>= 1).
         window: number of recent measured steps ``eta2`` averages over (>= 1).
+        disagreement: ``"variance"`` divides each group's centred squared residual by the group's real
+            score variance (the error GRPO's std-scaled advantages actually see); ``"raw"`` keeps the
+            plain centred mean squared residual of DESIGN.md §2. Why both: the normalised form grows as
+            the policy concentrates (real within-group variance shrinks) even when the world model
+            improves, which pushes the anchor weight towards ``w_max`` late in training;
+            ``benchmarks/bandit_ablation.py`` measures both.
 
     Raises:
-        ConfigError: a count below 1 or ``w_max < 1``.
+        ConfigError: a count below 1, ``w_max < 1`` or an unknown ``disagreement``.
 
     Example:
         >>> weighter = InverseVarianceWeighter(warmup_steps=1, w_max=10.0, window=4)
@@ -110,7 +119,17 @@ class InverseVarianceWeighter:
         2.0
     """
 
-    def __init__(self, warmup_steps: int = 5, w_max: float = 10.0, window: int = 8) -> None:
+    def __init__(
+        self,
+        warmup_steps: int = 5,
+        w_max: float = 10.0,
+        window: int = 8,
+        disagreement: Disagreement = "variance",
+    ) -> None:
+        if disagreement not in ("variance", "raw"):
+            raise ConfigError(
+                f"disagreement={disagreement!r}; use 'variance' (variance-normalised residual) or 'raw'"
+            )
         if warmup_steps < 1:
             raise ConfigError(
                 f"warmup_steps={warmup_steps!r}; pass >= 1 measured steps before the calibration "
@@ -126,6 +145,7 @@ class InverseVarianceWeighter:
         self.warmup_steps = int(warmup_steps)
         self.w_max = float(w_max)
         self.window = int(window)
+        self.disagreement: Disagreement = disagreement
         self._recent: deque[list[float]] = deque(maxlen=self.window)
         self._measured_steps = 0
         self._eta2_cal: float | None = None
@@ -151,7 +171,11 @@ class InverseVarianceWeighter:
                 f"{len(calibrated_groups)} calibrated groups but {len(real_groups)} real groups; pass the "
                 "same anchor groups on both sides"
             )
-        residuals = [centred_residual(c, r) for c, r in zip(calibrated_groups, real_groups, strict=True)]
+        normalise = self.disagreement == "variance"
+        residuals = [
+            centred_residual(c, r, normalise=normalise)
+            for c, r in zip(calibrated_groups, real_groups, strict=True)
+        ]
         usable = [value for value in residuals if value is not None]
         if not usable:
             return None
@@ -195,6 +219,7 @@ class InverseVarianceWeighter:
             "warmup_steps": self.warmup_steps,
             "w_max": self.w_max,
             "window": self.window,
+            "disagreement": self.disagreement,
             "recent": [list(step) for step in self._recent],
             "measured_steps": self._measured_steps,
             "eta2_cal": self._eta2_cal,
@@ -212,11 +237,15 @@ class InverseVarianceWeighter:
             recent = [[float(v) for v in step] for step in state["recent"]]
             measured_steps = int(state["measured_steps"])
             eta2_cal = None if state["eta2_cal"] is None else float(state["eta2_cal"])
+            disagreement = str(state.get("disagreement", "variance"))
+            if disagreement not in ("variance", "raw"):
+                raise ValueError(f"disagreement={disagreement!r}")
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(
                 f"inverse-variance state is incomplete or corrupt ({exc!r}); the anchor weight cannot "
                 "resume, pass a state produced by InverseVarianceWeighter.state_dict()"
             ) from exc
         self.warmup_steps, self.w_max, self.window = warmup_steps, w_max, window
+        self.disagreement = disagreement  # type: ignore[assignment]
         self._recent = deque(recent, maxlen=window)
         self._measured_steps, self._eta2_cal = measured_steps, eta2_cal

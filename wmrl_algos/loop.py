@@ -28,7 +28,7 @@ import numpy as np
 from wmrl_algos.advantages import AdvantageScale, group_advantages
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.debias import OnlineDebiaser
-from wmrl_algos.denoise import InverseVarianceWeighter
+from wmrl_algos.denoise import Disagreement, InverseVarianceWeighter
 from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError
 from wmrl_algos.types import Score, ScoredGroup, StepResult
 
@@ -127,6 +127,15 @@ class CorrectionConfig:
         metadata=_help("Upper bound of the anchor weight (>= 1); 1.0 disables the weighting in effect."),
     )
     window: int = field(default=8, metadata=_help("Recent measured steps that eta2 averages over."))
+    disagreement: Disagreement = field(
+        default="variance",
+        metadata=_help(
+            "How eta2 is measured on anchor groups: 'variance' divides each group's centred squared "
+            "residual by its real-score variance (the error std-scaled advantages see); 'raw' is the plain "
+            "centred mean squared residual (DESIGN.md). Choose 'raw' when the policy concentrates fast: "
+            "the normalised form then inflates the anchor weight (see benchmarks/bandit_ablation.py)."
+        ),
+    )
     advantage_scale: AdvantageScale = field(
         default="std",
         metadata=_help("'std': GRPO's (r - mean)/(std + eps); 'none': Dr. GRPO's r - mean."),
@@ -169,6 +178,10 @@ class CorrectionConfig:
             )
         if not (np.isfinite(self.w_max) and self.w_max >= 1.0):
             raise ConfigError(f"w_max={self.w_max!r}; pass a finite value >= 1 (the anchor weight is >= 1)")
+        if self.disagreement not in ("variance", "raw"):
+            raise ConfigError(
+                f"disagreement={self.disagreement!r} is unknown; pass 'variance' or 'raw'"
+            )
         if self.advantage_scale not in ("std", "none"):
             raise ConfigError(
                 f"advantage_scale={self.advantage_scale!r} is unknown; pass 'std' (GRPO) or 'none' (Dr. GRPO)"
@@ -227,7 +240,9 @@ class CorrectionLoop:
             config.anchor_fraction, config.min_anchor_groups, config.max_anchors_in_flight, config.seed
         )
         self.debiaser = OnlineDebiaser(config.capacity, config.min_pairs, config.refit_every)
-        self.weighter = InverseVarianceWeighter(config.warmup_steps, config.w_max, config.window)
+        self.weighter = InverseVarianceWeighter(
+            config.warmup_steps, config.w_max, config.window, config.disagreement
+        )
         self._groups_seen = 0
         self._anchors_seen = 0
         self._steps = 0

@@ -39,7 +39,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from importlib import util as importlib_util
 from pathlib import Path
@@ -672,3 +672,23 @@ class KaggleSuite:
 def load_suite(root: Path | None = None, *, progress: bool = False) -> KaggleSuite:
     """Generate the built-in suite if needed (seconds, idempotent) and open it."""
     return KaggleSuite(build_suite(root, progress=progress))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``wmrl suite``: generate the built-in suite and list its competitions with their metrics."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="wmrl suite", description=main.__doc__)
+    parser.add_argument("--dir", type=Path, default=None, help="suite directory (default: the cache)")
+    parser.add_argument("--force", action="store_true", help="regenerate even if the files are current")
+    args = parser.parse_args(argv)
+    suite = KaggleSuite(build_suite(args.dir, force=args.force, progress=True))
+    print(f"suite {SUITE_VERSION} at {suite.root}")
+    for competition_id in suite.ids():
+        competition = suite.get(competition_id)
+        board = "no leaderboard" if competition.leaderboard is None else f"{len(competition.leaderboard)} entries"
+        split = "held-out" if competition.heldout else "train"
+        direction = "higher" if competition.higher_is_better else "lower"
+        print(f"  {competition_id:<24} {competition.task_type:<10} {competition.metric:<9} "
+              f"({direction} is better) {split:<8} {board}")
+    return 0

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install what the tests need, start the services they use (a Docker engine), run the whole suite.
+# This is the README's test command; .ci/run calls exactly this. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh test
+# A real Docker engine for the docker-marked tests (no systemd: dockerd is started directly).
+if docker_env="$(bash scripts/docker_engine.sh start)"; then
+    export "$docker_env"
+    bash scripts/build_sandbox_image.sh
+    trap 'bash scripts/docker_engine.sh stop >/dev/null 2>&1 || true' EXIT
+else
+    echo "[test] WARNING: no Docker engine could be started; docker-marked tests will skip" >&2
+fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg
+python3 -m pytest "$@"
