@@ -151,7 +151,7 @@ class Method:
     denoise: bool = False
     equal_budget: bool = False
     anchors_only: bool = False
-    disagreement: str = "variance"
+    disagreement: str = "raw"
 
 
 METHODS: tuple[Method, ...] = (
@@ -163,7 +163,14 @@ METHODS: tuple[Method, ...] = (
     Method("ivd_only", "IVD only", "mix", denoise=True),
     Method("od_only", "OD only", "mix", debias=True),
     Method("od_ivd", "WMRL (OD + IVD)", "mix", debias=True, denoise=True),
-    Method("od_ivd_raw", "WMRL (OD + IVD, raw eta2)", "mix", debias=True, denoise=True, disagreement="raw"),
+    Method(
+        "od_ivd_variance",
+        "WMRL (OD + IVD, variance-normalised eta2)",
+        "mix",
+        debias=True,
+        denoise=True,
+        disagreement="variance",
+    ),
 )
 
 

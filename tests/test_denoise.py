@@ -72,7 +72,7 @@ def test_steps_without_a_measurement_do_not_count_towards_warmup() -> None:
 
 
 def test_update_returns_this_steps_measurement_and_eta2_averages_the_window() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=1, window=2)
+    weighter = InverseVarianceWeighter(warmup_steps=1, window=2, disagreement="variance")
     real = [0.0, 1.0]
     first = weighter.update([[0.0, 1.0], [0.5, 0.5]], [real, real])
     assert first == pytest.approx(0.5)
