@@ -38,7 +38,7 @@ def test_smoke_run_writes_the_table_curves_and_plot_with_honest_execution_counts
     assert markdown.split("\n\n")[1] in completed.stdout
     with open(tmp_path / "results.csv", newline="") as handle:
         rows = {row["method"]: row for row in csv.DictReader(handle)}
-    assert len(rows) == 8
+    assert len(rows) == len(_load_script().METHODS)
     steps, groups, group_size = 24, 8, 8
     executions = {label: int(row["real executions"]) for label, row in rows.items()}
     assert executions["GRPO, all real (equal steps)"] == steps * groups * group_size
@@ -62,7 +62,7 @@ def test_smoke_run_writes_the_table_curves_and_plot_with_honest_execution_counts
     with open(tmp_path / "curves.csv", newline="") as handle:
         curve_rows = list(csv.DictReader(handle))
     per_run = {(row["method"], row["seed"]) for row in curve_rows}
-    assert len(per_run) == 8 * 2
+    assert len(per_run) == len(_load_script().METHODS) * 2
     assert sum(1 for row in curve_rows if row["method"] == "od_ivd" and row["seed"] == "0") == steps + 1
 
 

@@ -1,0 +1,573 @@
+"""``wmrl fidelity``: measure world models against real executions of the built-in Kaggle suite.
+
+Why in the adapters: the harness itself (:mod:`wmrl_envs.fidelity`) is core and knows nothing of
+language models; this module builds world models *by name* — some of which live in adapters (the LLM
+backends, the MiniLM embedder) — assembles the corpus from the suite, runs it, and writes the report.
+
+The corpus:
+
+* **the reference population** of every selected competition (the 14 documented reference solutions
+  the leaderboards are made of, :mod:`wmrl_envs.kaggle.references`). They are run for real through the
+  sandbox by :func:`~wmrl_envs.kaggle.references.build_leaderboard` — the same runs that rank them, so
+  nothing is executed twice — and their graded outcomes go into the execution cache;
+* **agent rollouts**, when ``rollouts`` names a JSONL file of ``{"competition": id, "solution": text}``
+  lines: each is executed through the sandbox and graded like any agent submission.
+
+Real results are cached (``cache``, keyed by solution hash + competition): a second run with another
+world model executes nothing.
+
+Example:
+    >>> args = FidelityArgs(world_models=("rubric",), competitions=("titanic-survival",))  # doctest: +SKIP
+    >>> report = run_fidelity(args)  # doctest: +SKIP
+    >>> report.results[0].metrics.spearman is not None  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from wmrl_algos.errors import ConfigError, DataError
+from wmrl_envs.fidelity import (
+    ExecutionCache,
+    ExecutionStats,
+    FidelityCase,
+    FidelityResult,
+    RealRecord,
+    evaluate_world_model,
+    execute_cases,
+    plot_calibration,
+    plot_reliability,
+    write_table,
+)
+from wmrl_envs.kaggle.competition import Competition
+from wmrl_envs.kaggle.grading import grade_execution
+from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder
+from wmrl_envs.kaggle.references import ReferenceEntry
+from wmrl_envs.kaggle.suite import KaggleSuite, Split, load_suite
+from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
+from wmrl_envs.world_model import WorldModel
+from wmrl_envs.world_models.features import extract_code
+
+__all__ = [
+    "WORLD_MODEL_NAMES",
+    "FidelityArgs",
+    "FidelityReport",
+    "SandboxExecutor",
+    "make_world_model",
+    "reference_cases",
+    "rollout_cases",
+    "run_fidelity",
+    "parse_args",
+    "main",
+]
+
+WORLD_MODEL_NAMES = ("rubric", "learned", "learned+rubric", "llm-transformers", "llm-http")
+"""World models :func:`make_world_model` builds by name."""
+
+_SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class FidelityArgs:
+    """What ``wmrl fidelity`` measures and where it writes.
+
+    Attributes:
+        world_models: names from :data:`WORLD_MODEL_NAMES`, each evaluated on the same corpus.
+        competitions: competition ids to use; empty: every competition of ``split``.
+        split: which part of the suite when ``competitions`` is empty (``train``, ``heldout``, ``all``).
+        references: include the reference population of each competition.
+        reference_names: a subset of the reference population (empty: all 14). A leaderboard built for
+            a subset ranks only that subset; use it for smoke runs against a scratch ``WMRL_DATA_DIR``.
+        rollouts: optional JSONL of ``{"competition": id, "solution": text}`` agent rollouts.
+        sandbox: sandbox backend for real executions (``local`` = bubblewrap; ``unsafe`` = no isolation,
+            only for trusted code such as the references).
+        strict_sandbox: refuse to run when the backend cannot isolate here (instead of degrading).
+        timeout_s: per-execution wall-clock limit.
+        memory_mb: per-execution memory limit.
+        cache: JSONL file of cached real results (``None``: ``~/.cache/wmrl/fidelity/executions.jsonl``).
+        output_dir: where the table and plots go.
+        embeddings: ``"minilm"`` adds all-MiniLM-L6-v2 code embeddings to the learned world models
+            (needs ``wmrl[llm]``); ``"none"`` uses structural features only.
+        llm_max_cases: the LLM world models see at most this many cases (a seeded subset, whole tasks
+            first); they take seconds per prediction on CPU. 0 means all.
+        llm_max_new_tokens: generation budget of the LLM world models.
+        llm_model: model folder for ``llm-transformers`` (``None``: the offline SmolLM2-135M-Instruct).
+        llm_base_url: OpenAI-compatible server for ``llm-http``.
+        batch_size: queries per ``predict`` call.
+        seed: seed of the calibration split and subsets.
+        progress: show progress bars.
+    """
+
+    world_models: tuple[str, ...] = ("rubric", "learned", "learned+rubric")
+    competitions: tuple[str, ...] = ()
+    split: Split = "all"
+    references: bool = True
+    reference_names: tuple[str, ...] = ()
+    rollouts: Path | None = None
+    sandbox: str = "local"
+    strict_sandbox: bool = True
+    timeout_s: float = 300.0
+    memory_mb: int = 4096
+    cache: Path | None = None
+    output_dir: Path = Path("fidelity-results")
+    embeddings: Literal["none", "minilm"] = "none"
+    llm_max_cases: int = 32
+    llm_max_new_tokens: int = 96
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    batch_size: int = 32
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.world_models if name not in WORLD_MODEL_NAMES]
+        if unknown or not self.world_models:
+            raise ConfigError(
+                f"world_models={self.world_models!r}: unknown {unknown}; "
+                f"choose from {list(WORLD_MODEL_NAMES)}"
+            )
+        if not self.references and self.rollouts is None:
+            raise ConfigError("references=False and no rollouts: the corpus is empty; enable one of them")
+        if self.timeout_s <= 0 or self.memory_mb < 64:
+            raise ConfigError(
+                f"timeout_s={self.timeout_s}, memory_mb={self.memory_mb}; "
+                "pass a positive timeout and >= 64 MB"
+            )
+        if self.embeddings not in ("none", "minilm"):
+            raise ConfigError(f"embeddings={self.embeddings!r}; use 'none' or 'minilm'")
+        if self.llm_max_cases < 0 or self.batch_size < 1:
+            raise ConfigError(
+                f"llm_max_cases={self.llm_max_cases}, batch_size={self.batch_size}; pass >= 0 and >= 1"
+            )
+        if "llm-http" in self.world_models and not self.llm_base_url:
+            raise ConfigError("world model 'llm-http' needs llm_base_url (e.g. http://127.0.0.1:8000/v1)")
+
+
+@dataclass(frozen=True)
+class FidelityReport:
+    """What :func:`run_fidelity` measured and wrote.
+
+    Attributes:
+        results: one evaluation per world model, in ``args.world_models`` order.
+        execution: the cost of the real executions of this run.
+        cases_by_source: corpus size per source (``reference`` / ``rollout``).
+        table: the markdown table.
+        files: written files by role (``table``, ``csv``, ``reliability``, ``calibration``).
+    """
+
+    results: tuple[FidelityResult, ...]
+    execution: ExecutionStats
+    cases_by_source: dict[str, int]
+    table: str
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+class SandboxExecutor:
+    """Runs a case's solution through a sandbox and grades it like the Kaggle env does.
+
+    Args:
+        suite: the suite the cases' competitions come from (with leaderboards attached).
+        sandbox: the sandbox backend.
+        timeout_s: per-run wall-clock limit.
+        memory_mb: per-run memory limit.
+    """
+
+    def __init__(
+        self, suite: KaggleSuite, sandbox: Sandbox, *, timeout_s: float = 300.0, memory_mb: int = 4096
+    ) -> None:
+        self.suite = suite
+        self.sandbox = sandbox
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+
+    def __call__(self, case: FidelityCase) -> Outcome:
+        """Execute and grade one case (no Python solution in the message: ``malformed``, nothing runs)."""
+        competition = self.suite.get(case.competition_id)
+        code = extract_code(case.solution)
+        if code is None:
+            return Outcome(status="malformed", detail="no Python solution in the message")
+        result = self.sandbox.run(
+            ExecutionRequest(
+                code=code,
+                inputs=competition.public_files(),
+                timeout_s=self.timeout_s,
+                memory_mb=self.memory_mb,
+                env=_SINGLE_THREAD,
+            )
+        )
+        return grade_execution(result, competition)
+
+
+def reference_cases(
+    suite: KaggleSuite,
+    competition_ids: Sequence[str],
+    sandbox: Sandbox | None,
+    cache: ExecutionCache,
+    *,
+    ladder: RewardLadder,
+    timeout_s: float = 300.0,
+    memory_mb: int = 4096,
+    names: Sequence[str] = (),
+    progress: bool = True,
+) -> tuple[list[FidelityCase], ExecutionStats]:
+    """The reference population as cases, with their real outcomes put into ``cache``.
+
+    A competition whose leaderboard is not built yet is built now through ``sandbox``: those reference
+    runs are the real executions, and their graded outcomes (ranked on the new private leaderboard) are
+    cached under the case key, so nothing runs twice. A leaderboard built earlier is *not* trusted for
+    the outcomes: its record identifies the data, not the reference code, which may have changed since.
+    References missing from the cache are then executed through ``sandbox`` like any solution.
+    ``names`` restricts the population (empty: all).
+
+    Raises:
+        DataError: something must be executed but ``sandbox`` is ``None``.
+    """
+    from wmrl_envs.kaggle.references import build_leaderboard, load_leaderboard_record, reference_solutions
+
+    cases: list[FidelityCase] = []
+    executed = 0
+    seconds = 0.0
+    uncached: list[FidelityCase] = []
+    for competition_id in competition_ids:
+        unranked = suite.get(competition_id, with_leaderboard=False)
+        record = load_leaderboard_record(competition_id, suite.leaderboard_cache(competition_id))
+        stale = (
+            record is None
+            or record.fingerprint != _fingerprint(unranked)
+            or not set(names) <= {entry.name for entry in record.entries}
+        )
+        built: dict[str, ReferenceEntry] = {}
+        if stale:
+            if sandbox is None:
+                raise DataError(
+                    f"{competition_id!r} has no built leaderboard and no sandbox was given to build it"
+                )
+            record = build_leaderboard(
+                unranked,
+                sandbox,
+                cache_path=suite.leaderboard_cache(competition_id),
+                timeout_s=timeout_s,
+                memory_mb=memory_mb,
+                names=list(names) or None,
+                progress=progress,
+            )
+            built = {entry.name: entry for entry in record.entries}
+            executed += len(record.entries)
+            seconds += sum(entry.wall_s for entry in record.entries)
+        competition = suite.get(competition_id)
+        context = competition.context()
+        for solution in reference_solutions(competition):
+            if names and solution.name not in names:
+                continue
+            case = FidelityCase(
+                context=context, solution=solution.code, source="reference", label=solution.name
+            )
+            cases.append(case)
+            if cache.get(case.key) is not None:
+                continue
+            entry = built.get(solution.name)
+            if entry is None:
+                uncached.append(case)
+                continue
+            position = _position(competition, entry.score)
+            cache.put(
+                case.key,
+                RealRecord(
+                    status=entry.status,  # type: ignore[arg-type]
+                    reward=ladder.reward(entry.status, position),  # type: ignore[arg-type]
+                    position=position,
+                    score=entry.score,
+                    wall_s=entry.wall_s,
+                ),
+            )
+    if uncached:
+        if sandbox is None:
+            raise DataError(
+                f"{len(uncached)} reference runs are not cached and no sandbox was given to run them"
+            )
+        executor = SandboxExecutor(suite, sandbox, timeout_s=timeout_s, memory_mb=memory_mb)
+        _, stats = execute_cases(uncached, executor, cache, ladder=ladder, progress=progress)
+        executed += stats.n_executed
+        seconds += stats.execution_s
+    records = [cache.get(case.key) for case in cases]
+    return cases, ExecutionStats(
+        n_cases=len(cases),
+        n_executed=executed,
+        n_cached=len(cases) - executed,
+        execution_s=seconds,
+        sandbox_s=sum(record.wall_s for record in records if record is not None),
+    )
+
+
+def rollout_cases(suite: KaggleSuite, path: Path) -> list[FidelityCase]:
+    """Cases from a JSONL file of ``{"competition": id, "solution": text}`` lines.
+
+    Raises:
+        DataError: a line is not such an object, or names an unknown competition.
+    """
+    cases: list[FidelityCase] = []
+    contexts: dict[str, KaggleContext] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            competition_id, solution = str(entry["competition"]), str(entry["solution"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(
+                f"{path}:{number}: expected a JSON object with 'competition' and 'solution' ({exc!r})"
+            ) from exc
+        if competition_id not in suite:
+            raise DataError(
+                f"{path}:{number}: unknown competition {competition_id!r}; choose from {suite.ids()}"
+            )
+        if competition_id not in contexts:
+            contexts[competition_id] = suite.get(competition_id).context()
+        cases.append(
+            FidelityCase(
+                context=contexts[competition_id],
+                solution=solution,
+                source="rollout",
+                label=str(entry.get("label", "")),
+            )
+        )
+    return cases
+
+
+def make_world_model(name: str, args: FidelityArgs) -> WorldModel:
+    """Build a world model by name (see :data:`WORLD_MODEL_NAMES`).
+
+    Raises:
+        ConfigError: unknown name.
+        MissingDependencyError: the model's optional dependency is missing.
+    """
+    from wmrl_envs.world_models.learned import LearnedWorldModel
+    from wmrl_envs.world_models.rubric import RubricWorldModel
+
+    if name == "rubric":
+        return RubricWorldModel()
+    if name in ("learned", "learned+rubric"):
+        embedder = None
+        if args.embeddings == "minilm":
+            from wmrl_adapters.embeddings import MiniLMEmbedder
+
+            embedder = MiniLMEmbedder()
+        base = RubricWorldModel() if name == "learned+rubric" else None
+        model = LearnedWorldModel(base, embedder=embedder)
+        if embedder is not None:
+            model.name += "+minilm"
+        return model
+    if name in ("llm-transformers", "llm-http"):
+        from wmrl_envs.world_models.llm import LLMWorldModel, LLMWorldModelConfig
+
+        config = LLMWorldModelConfig(max_new_tokens=args.llm_max_new_tokens)
+        if name == "llm-transformers":
+            from wmrl_adapters.transformers_backend import TransformersBackend, TransformersConfig
+
+            return LLMWorldModel(TransformersBackend(TransformersConfig(model=args.llm_model)), config=config)
+        from wmrl_adapters.openai_backend import OpenAIClientConfig, OpenAICompatibleBackend
+
+        backend = OpenAICompatibleBackend(OpenAIClientConfig(base_url=str(args.llm_base_url)))
+        return LLMWorldModel(backend, config=config)
+    raise ConfigError(f"unknown world model {name!r}; choose from {list(WORLD_MODEL_NAMES)}")
+
+
+def run_fidelity(args: FidelityArgs) -> FidelityReport:
+    """Build the corpus, execute what is not cached, evaluate every world model, write table and plots."""
+    from wmrl_envs.sandbox import make_sandbox
+
+    ladder = RewardLadder()
+    suite = load_suite(progress=args.progress)
+    competition_ids = list(args.competitions) or suite.ids(args.split)
+    missing = [competition_id for competition_id in competition_ids if competition_id not in suite]
+    if missing:
+        raise ConfigError(f"unknown competitions {missing}; choose from {suite.ids()}")
+    cache_path = args.cache if args.cache is not None else _default_cache()
+    cache = ExecutionCache(cache_path)
+    sandbox = make_sandbox(args.sandbox, strict=args.strict_sandbox)
+    try:
+        cases: list[FidelityCase] = []
+        executed, cached, seconds = 0, 0, 0.0
+        if args.references:
+            reference, stats = reference_cases(
+                suite,
+                competition_ids,
+                sandbox,
+                cache,
+                ladder=ladder,
+                timeout_s=args.timeout_s,
+                memory_mb=args.memory_mb,
+                names=args.reference_names,
+                progress=args.progress,
+            )
+            cases += reference
+            executed, cached, seconds = stats.n_executed, stats.n_cached, stats.execution_s
+        if args.rollouts is not None:
+            rollouts = [
+                case
+                for case in rollout_cases(suite, args.rollouts)
+                if not args.competitions or case.competition_id in competition_ids
+            ]
+            executor = SandboxExecutor(suite, sandbox, timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+            _, stats = execute_cases(rollouts, executor, cache, ladder=ladder, progress=args.progress)
+            cases += rollouts
+            executed, cached, seconds = (
+                executed + stats.n_executed,
+                cached + stats.n_cached,
+                seconds + stats.execution_s,
+            )
+    finally:
+        sandbox.close()
+    records = [cache.get(case.key) for case in cases]
+    real = [record for record in records if record is not None]
+    execution = ExecutionStats(
+        n_cases=len(cases),
+        n_executed=executed,
+        n_cached=cached,
+        execution_s=seconds,
+        sandbox_s=sum(record.wall_s for record in real),
+    )
+
+    results: list[FidelityResult] = []
+    for name in args.world_models:
+        model = make_world_model(name, args)
+        subset: Sequence[int] = range(len(cases))
+        if name.startswith("llm") and args.llm_max_cases:
+            subset = _subset(cases, args.llm_max_cases, args.seed)
+        results.append(
+            evaluate_world_model(
+                model,
+                [cases[index] for index in subset],
+                [real[index] for index in subset],
+                execution_stats=execution,
+                batch_size=args.batch_size,
+                seed=args.seed,
+                progress=args.progress,
+            )
+        )
+
+    output = Path(args.output_dir)
+    files = {
+        "table": output / "fidelity.md",
+        "csv": output / "fidelity.csv",
+        "reliability": output / "reliability.png",
+        "calibration": output / "calibration.png",
+    }
+    table = write_table(results, files["table"], files["csv"])
+    plot_reliability(results, files["reliability"])
+    plot_calibration(results, files["calibration"], seed=args.seed)
+    sources: dict[str, int] = {}
+    for case in cases:
+        sources[case.source] = sources.get(case.source, 0) + 1
+    return FidelityReport(tuple(results), execution, sources, table, files)
+
+
+_ARGUMENT_HELP = {
+    "world_models": f"comma-separated world models from {', '.join(WORLD_MODEL_NAMES)}",
+    "competitions": "comma-separated competition ids (default: every competition of --split)",
+    "split": "suite split when --competitions is not given: train, heldout or all",
+    "reference_names": "comma-separated subset of the reference population (default: all 14)",
+    "rollouts": 'JSONL of {"competition": id, "solution": text} agent rollouts to execute and predict',
+    "sandbox": "sandbox backend for real executions (local = bubblewrap, docker, unsafe)",
+    "timeout_s": "per-execution wall-clock limit in seconds",
+    "memory_mb": "per-execution memory limit in MB",
+    "cache": "execution cache JSONL (default: ~/.cache/wmrl/fidelity/executions.jsonl)",
+    "output_dir": "where the table and the plots are written",
+    "embeddings": "none or minilm (code embeddings for the learned world models)",
+    "llm_max_cases": "cases the LLM world models see (whole tasks first; 0 = all)",
+    "llm_max_new_tokens": "generation budget of the LLM world models",
+    "llm_model": "model folder for llm-transformers (default: offline SmolLM2-135M-Instruct)",
+    "llm_base_url": "OpenAI-compatible server for llm-http, e.g. http://127.0.0.1:8000/v1",
+    "batch_size": "queries per predict call",
+    "seed": "seed of the calibration split and of subsets",
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> FidelityArgs:
+    """Build :class:`FidelityArgs` from ``wmrl fidelity`` options (lists are comma-separated).
+
+    >>> parse_args(["--world-models", "rubric,learned", "--competitions", "titanic-survival"]).world_models
+    ('rubric', 'learned')
+    """
+    import argparse
+
+    defaults = FidelityArgs()
+    parser = argparse.ArgumentParser(prog="wmrl fidelity", description=__doc__.split("\n\n")[0])
+    for name, help_text in _ARGUMENT_HELP.items():
+        default = getattr(defaults, name)
+        shown = ",".join(default) if isinstance(default, tuple) else default
+        parser.add_argument(
+            "--" + name.replace("_", "-"), default=None, help=f"{help_text} (default: {shown})"
+        )
+    parser.add_argument("--no-references", action="store_true", help="leave the reference population out")
+    parser.add_argument("--no-strict-sandbox", action="store_true", help="let the sandbox degrade isolation")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    namespace = vars(parser.parse_args(argv))
+    values: dict[str, object] = {}
+    for name, text in namespace.items():
+        if text is None or name not in _ARGUMENT_HELP:
+            continue
+        default = getattr(defaults, name)
+        if isinstance(default, tuple):
+            values[name] = tuple(item for item in text.split(",") if item)
+        elif name in ("rollouts", "cache", "output_dir"):
+            values[name] = Path(text)
+        elif name in ("llm_model", "llm_base_url", "split", "sandbox", "embeddings"):
+            values[name] = text
+        elif isinstance(default, int):
+            values[name] = int(text)
+        elif isinstance(default, float):
+            values[name] = float(text)
+    return FidelityArgs(
+        **values,  # type: ignore[arg-type]
+        references=not namespace["no_references"],
+        strict_sandbox=not namespace["no_strict_sandbox"],
+        progress=not namespace["quiet"],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``wmrl fidelity``: run the harness, print the table and where the plots went."""
+    report = run_fidelity(parse_args(argv))
+    print(report.table)
+    for role, path in report.files.items():
+        print(f"{role}: {path}")
+    return 0
+
+
+def _default_cache() -> Path:
+    root = Path(os.environ.get("WMRL_DATA_DIR", Path.home() / ".cache" / "wmrl"))
+    return root / "fidelity" / "executions.jsonl"
+
+
+def _fingerprint(competition: Competition) -> str:
+    from wmrl_envs.kaggle.references import data_fingerprint
+
+    return data_fingerprint(competition)
+
+
+def _position(competition: Competition, score: float | None) -> float | None:
+    if score is None or competition.leaderboard is None:
+        return None
+    return float(competition.leaderboard.position(score))
+
+
+def _subset(cases: Sequence[FidelityCase], limit: int, seed: int) -> list[int]:
+    """Whole tasks in a seeded order until ``limit`` cases (so within-task ranks stay computable)."""
+    import numpy as np
+
+    tasks = sorted({case.competition_id for case in cases})
+    order = [tasks[index] for index in np.random.default_rng(seed).permutation(len(tasks))]
+    chosen: list[int] = []
+    for task in order:
+        members = [index for index, case in enumerate(cases) if case.competition_id == task]
+        if chosen and len(chosen) + len(members) > limit:
+            break
+        chosen += members[: max(0, limit - len(chosen))]
+    return sorted(chosen)
