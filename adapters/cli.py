@@ -8,11 +8,16 @@ Each target is a ``main(argv) -> int | object`` function that parses its own arg
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
-__all__ = ["SUBCOMMANDS", "main"]
+__all__ = ["SUBCOMMANDS", "main", "parse_dataclass_args"]
+
+ArgsT = TypeVar("ArgsT")
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "suite": ("wmrl_envs.kaggle.suite", "Build or list the built-in offline Kaggle suite."),
@@ -22,6 +27,33 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("wmrl_adapters.doctor", "Report which sandboxes, engines and offline models work here."),
 }
 """Subcommand -> (module with a ``main(argv)`` function, one-line help)."""
+
+
+def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, description: str) -> ArgsT:
+    """Build a CleanRL-style ``Args`` dataclass from the command line: one ``--option`` per field.
+
+    Fields are ``bool`` (a flag), ``int``, ``float`` or ``str``, each with ``metadata["help"]``; the
+    dataclass's own ``__post_init__`` validates the values.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Args:
+        ...     seeds: int = dataclasses.field(default=5, metadata={"help": "seeds"})
+        ...     smoke: bool = dataclasses.field(default=False, metadata={"help": "tiny budget"})
+        >>> parse_dataclass_args(Args, ["--seeds", "2", "--smoke"], "demo")
+        Args(seeds=2, smoke=True)
+    """
+    parser = argparse.ArgumentParser(description=description)
+    kinds: dict[str, Any] = {"int": int, "float": float, "str": str}
+    for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
+        flag = "--" + spec.name.replace("_", "-")
+        help_text = spec.metadata["help"].replace("%", "%%")  # argparse treats % as a format
+        if spec.type in ("bool", bool):
+            parser.add_argument(flag, action="store_true", help=help_text)
+        else:
+            kind = kinds[spec.type if isinstance(spec.type, str) else spec.type.__name__]
+            parser.add_argument(flag, type=kind, default=spec.default, help=help_text)
+    return cls(**vars(parser.parse_args(argv)))
 
 
 def _usage() -> str:

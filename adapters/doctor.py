@@ -42,7 +42,9 @@ def _sandbox(name: str) -> Check:
     finally:
         sandbox.close()
     ok = result.status == "ok" and "ok" in result.stdout
-    return Check(f"sandbox:{name}", ok, f"status={result.status} wall={result.wall_s:.2f}s {result.detail}".strip())
+    return Check(
+        f"sandbox:{name}", ok, f"status={result.status} wall={result.wall_s:.2f}s {result.detail}".strip()
+    )
 
 
 def _module(name: str, extra: str) -> Check:

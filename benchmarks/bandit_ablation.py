@@ -27,9 +27,7 @@ and ``bandit_ablation.png`` into ``--output-dir``.
 
 from __future__ import annotations
 
-import argparse
 import csv
-import dataclasses
 import math
 import sys
 import time
@@ -40,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm import tqdm
+from wmrl_adapters.cli import parse_dataclass_args
 
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.grpo import GRPOConfig, grpo_loss
@@ -474,15 +473,7 @@ def write_curves(runs: dict[str, list[RunCurves]], path: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> Args:
     """Build :class:`Args` from the command line, one ``--option`` per field with its help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for spec in dataclasses.fields(Args):
-        flag = "--" + spec.name.replace("_", "-")
-        if spec.type in ("bool", bool):
-            parser.add_argument(flag, action="store_true", help=spec.metadata["help"])
-        else:
-            kind = {"int": int, "float": float, "str": str}[str(spec.type)]
-            parser.add_argument(flag, type=kind, default=spec.default, help=spec.metadata["help"])
-    return Args(**vars(parser.parse_args(argv)))
+    return parse_dataclass_args(Args, argv, __doc__.split("\n\n")[0])
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, str]]:

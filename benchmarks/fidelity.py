@@ -25,8 +25,6 @@ Writes ``fidelity.md``, ``fidelity.csv``, ``reliability.png``, ``calibration.png
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import platform
 import time
 from collections.abc import Sequence
@@ -34,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from wmrl_adapters.cli import parse_dataclass_args
 from wmrl_adapters.fidelity_cli import FidelityArgs, FidelityReport, run_fidelity
 
 from wmrl_envs.fidelity import FidelityResult, prequential_calibration
@@ -153,15 +152,7 @@ class Args:
 
 def parse_args(argv: Sequence[str] | None = None) -> Args:
     """Build :class:`Args` from the command line, one ``--option`` per field with its help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for spec in dataclasses.fields(Args):
-        flag = "--" + spec.name.replace("_", "-")
-        if spec.type in ("bool", bool):
-            parser.add_argument(flag, action="store_true", help=spec.metadata["help"])
-        else:
-            kind = {"int": int, "float": float, "str": str}[str(spec.type)]
-            parser.add_argument(flag, type=kind, default=spec.default, help=spec.metadata["help"])
-    return Args(**vars(parser.parse_args(argv)))
+    return parse_dataclass_args(Args, argv, __doc__.split("\n\n")[0])
 
 
 def fidelity_args(args: Args) -> FidelityArgs:

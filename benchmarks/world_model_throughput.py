@@ -24,7 +24,6 @@ into ``--output-dir``.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import os
@@ -41,6 +40,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from tqdm import tqdm  # noqa: E402
+from wmrl_adapters.cli import parse_dataclass_args
 from wmrl_adapters.models import smollm2_gguf_path  # noqa: E402
 from wmrl_adapters.openai_backend import LlamaCppServer, OpenAIClientConfig, OpenAICompatibleBackend  # noqa: E402
 from wmrl_adapters.transformers_backend import TransformersBackend, TransformersConfig  # noqa: E402
@@ -421,15 +421,7 @@ def write_outputs(args: Args, rows: Sequence[Row]) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> Args:
     """Build :class:`Args` from the command line, one ``--option`` per field with its help."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for spec in dataclasses.fields(Args):
-        flag = "--" + spec.name.replace("_", "-")
-        if spec.type in ("bool", bool):
-            parser.add_argument(flag, action="store_true", help=spec.metadata["help"])
-        else:
-            kind = {"int": int, "float": float, "str": str}[str(spec.type)]
-            parser.add_argument(flag, type=kind, default=spec.default, help=spec.metadata["help"])
-    return Args(**vars(parser.parse_args(argv)))
+    return parse_dataclass_args(Args, argv, __doc__.split("\n\n")[0])
 
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:

@@ -7,13 +7,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from wmrl_adapters.cli import SUBCOMMANDS, main
 
 
 def _wmrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "wmrl_adapters.cli", *args], capture_output=True, text=True, timeout=600, cwd=cwd
+        [sys.executable, "-m", "wmrl_adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
     )
 
 

@@ -170,7 +170,7 @@ def test_raw_disagreement_does_not_grow_when_only_the_real_variance_shrinks() ->
         weighter = InverseVarianceWeighter(warmup_steps=1, w_max=100.0, window=1, disagreement=mode)
         for spread in (1.0, 0.5, 0.25, 0.1):
             real = [spread * x for x in (0.0, 1.0, 0.2, 0.8)]
-            weighter.update([[r + e for r, e in zip(real, error)]], [real])
+            weighter.update([[r + e for r, e in zip(real, error, strict=True)]], [real])
         weights[mode] = weighter.anchor_weight
     assert weights["raw"] == pytest.approx(2.0)
     assert weights["variance"] > 10.0

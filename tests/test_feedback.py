@@ -9,7 +9,9 @@ from wmrl_envs.kaggle.outcome import Outcome
 
 
 def test_feedback_round_trips_status_and_public_score() -> None:
-    outcome = Outcome(status="valid", score=0.91, public_score=0.875, exit_code=0, wall_s=2.5, stdout_tail="cv 0.87")
+    outcome = Outcome(
+        status="valid", score=0.91, public_score=0.875, exit_code=0, wall_s=2.5, stdout_tail="cv 0.87"
+    )
     parsed = parse_feedback(format_feedback(outcome))
     assert parsed is not None
     assert parsed.status == "valid"

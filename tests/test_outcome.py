@@ -47,4 +47,6 @@ def test_position_score_respects_lower_is_better() -> None:
 
 
 def test_position_score_is_order_independent_in_the_board() -> None:
-    assert position_score(0.85, (0.7, 0.95, 0.8, 0.9), True) == position_score(0.85, (0.95, 0.9, 0.8, 0.7), True)
+    assert position_score(0.85, (0.7, 0.95, 0.8, 0.9), True) == position_score(
+        0.85, (0.95, 0.9, 0.8, 0.7), True
+    )

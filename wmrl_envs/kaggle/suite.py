@@ -686,9 +686,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"suite {SUITE_VERSION} at {suite.root}")
     for competition_id in suite.ids():
         competition = suite.get(competition_id)
-        board = "no leaderboard" if competition.leaderboard is None else f"{len(competition.leaderboard)} entries"
+        board = competition.leaderboard
+        entries = "no leaderboard" if board is None else f"{len(board)} entries"
         split = "held-out" if competition.heldout else "train"
         direction = "higher" if competition.higher_is_better else "lower"
         print(f"  {competition_id:<24} {competition.task_type:<10} {competition.metric:<9} "
-              f"({direction} is better) {split:<8} {board}")
+              f"({direction} is better) {split:<8} {entries}")
     return 0
