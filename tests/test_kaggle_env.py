@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 from wmrl_algos.errors import ConfigError, SandboxError
 from wmrl_envs.kaggle.competition import Competition
-from wmrl_envs.kaggle.env import KaggleEnv, extract_code
+from wmrl_envs.kaggle.env import KaggleEnv, KaggleEnvConfig, extract_code
 from wmrl_envs.kaggle.feedback import format_feedback, parse_feedback
 from wmrl_envs.kaggle.leaderboard import Leaderboard
 from wmrl_envs.kaggle.outcome import Outcome, RewardLadder
@@ -91,7 +91,7 @@ def test_extract_code_prefers_the_python_fence() -> None:
 
 
 def test_reward_ladder_per_status(concrete: Competition, sandbox: UnsafeSandbox) -> None:
-    env = KaggleEnv(concrete, sandbox=sandbox, max_turns=8, timeout_s=3.0)
+    env = KaggleEnv(concrete, sandbox=sandbox, max_turns=8, timeout_s=3.0, reward="best_improvement")
     env.reset(seed=0)
     ladder = RewardLadder()
     actions = {
@@ -122,10 +122,10 @@ def test_reward_ladder_per_status(concrete: Competition, sandbox: UnsafeSandbox)
 
 def test_the_ladder_is_configurable(concrete: Competition, sandbox: UnsafeSandbox) -> None:
     ladder = RewardLadder(malformed=-1.0, runtime_error=0.3, valid_base=0.0, valid_scale=1.0)
-    env = KaggleEnv(concrete, sandbox=sandbox, ladder=ladder)
+    env = KaggleEnv(concrete, sandbox=sandbox, ladder=ladder, reward="best_improvement")
     env.reset(seed=0)
     assert env.step("no code here, sorry.")[1] == -1.0
-    assert env.step("```python\n1/0\n```")[1] == pytest.approx(1.3)
+    assert env.step("```python\n1/0\n```")[1] == pytest.approx(1.3), "improvement from -1.0 to 0.3"
 
 
 def test_only_public_score_is_shown_to_the_agent(concrete: Competition, sandbox: UnsafeSandbox) -> None:
@@ -243,6 +243,38 @@ def test_world_model_context_holds_public_information_only(
     assert str(concrete.answers_path) not in text and "Private" not in text
 
 
+def test_best_improvement_reward_makes_the_return_the_best_ladder_value(concrete: Competition) -> None:
+    env = KaggleEnv(concrete, sandbox=RefusingSandbox(), max_turns=3, reward="best_improvement")
+    env.reset(seed=0)
+    valid = Outcome(status="valid", score=6.0, public_score=6.0, exit_code=0)
+    best = env.step_reward(valid)
+    _, first, *_ = env.apply_prediction("x", Prediction(None, info={"outcome": valid}))
+    _, second, *_ = env.apply_prediction(
+        "x", Prediction(0.1, info={"outcome": Outcome(status="runtime_error")})
+    )
+    assert first == pytest.approx(best) and second == 0.0, (
+        "a worse execution after a better one costs nothing"
+    )
+    assert env.step_reward(valid) == 0.0, "no improvement over the best so far"
+
+
+def test_per_execution_rewards_sum_over_the_episode(concrete: Competition) -> None:
+    env = KaggleEnv(concrete, sandbox=RefusingSandbox(), max_turns=2)
+    env.reset(seed=0)
+    _, first, *_ = env.apply_prediction(
+        "x", Prediction(0.75, info={"outcome": Outcome(status="valid", score=6.0)})
+    )
+    _, second, terminated, *_ = env.apply_prediction(
+        "x", Prediction(0.1, info={"outcome": Outcome(status="runtime_error")})
+    )
+    assert (first, second) == (0.75, 0.1) and terminated
+
+
+def test_unknown_reward_scheme_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'best'"):
+        KaggleEnvConfig(reward="best")  # type: ignore[arg-type]
+
+
 def test_apply_prediction_advances_without_executing(concrete: Competition) -> None:
     env = KaggleEnv(concrete, sandbox=RefusingSandbox(), max_turns=3)
     env.reset(seed=0)
@@ -255,12 +287,15 @@ def test_apply_prediction_advances_without_executing(concrete: Competition) -> N
     assert observation == format_feedback(predicted)
 
     simulated_log = format_feedback(Outcome(status="runtime_error", exit_code=1, stderr_tail="KeyError"))
-    prediction = Prediction(0.9, observation=simulated_log)
+    prediction = Prediction(0.1, observation=simulated_log)
     observation, reward, terminated, _, info = env.apply_prediction("x", prediction)
-    assert info["status"] == "runtime_error" and reward == 0.0 and observation == simulated_log
+    assert info["status"] == "runtime_error" and observation == simulated_log
+    assert reward == pytest.approx(0.1), (
+        "the world model's own reward is the step reward (anchor pairs match)"
+    )
     assert env.world_model_context().turn == 2
 
-    assert env.step_reward(predicted) == 0.0, "no improvement over the predicted valid turn"
+    assert env.step_reward(predicted) == pytest.approx(expected), "per execution: the ladder value itself"
     assert env.step_reward(Outcome(status="timeout")) is None
     _, reward, terminated, _, info = env.apply_prediction("x", Prediction(None, observation="garbled text"))
     assert math.isnan(reward) and info["reward_unknown"] and terminated
@@ -293,7 +328,8 @@ def test_end_to_end_episode_with_a_real_reference_through_the_local_sandbox(tmp_
         assert f"public_score: {expected['public_score']:.6g}" in observation
         assert info["wall_s"] > 0 and not terminated
         _, reward, terminated, _, info = env.step(COPY_SAMPLE)
-        assert info["status"] == "valid" and reward == 0.0 and terminated
+        position = competition.leaderboard.position(info["score"])
+        assert info["status"] == "valid" and reward == pytest.approx(0.5 + 0.5 * position) and terminated
     finally:
         sandbox.close()
 

@@ -15,12 +15,19 @@ An episode is one competition and up to ``max_turns`` executions:
   of stdout/stderr, the traceback and the **public** score only.
 
 Reward: the ladder value of an execution is ``RewardLadder.reward(status, position)`` (DESIGN.md §4;
-the position score is the private score's rank on the private leaderboard). Each step's reward is the
-improvement of the best ladder value so far, ``max(0, value - best)`` (the first known value counts
-in full), so the undiscounted episode return equals the best ladder value of the episode: trying
-something worse after a good submission costs nothing, as on Kaggle where the best entry counts. An
-unknown outcome (timeout, sandbox failure) gives a NaN reward, ``info["reward_unknown"] = True``, and
-leaves the best value unchanged: it is never read as 0.
+the position score is the private score's rank on the private leaderboard). Two reward schemes:
+
+* ``reward="per_execution"`` (default): each step's reward is that execution's ladder value. Why the
+  default: under :class:`~wmrl_envs.wrapper.WorldModelWrapper` an anchor episode pairs the world
+  model's per-execution prediction with the real step reward, so both must be on one scale for Online
+  Debiasing to calibrate anything; the episode return is the sum over executions.
+* ``reward="best_improvement"``: each step's reward is the improvement of the best ladder value so
+  far, ``max(0, value - best)`` (the first known value counts in full), so the undiscounted return is
+  the best ladder value of the episode, as on Kaggle where the best entry counts. Use it for plain RL
+  without anchor pairs: a per-execution prediction is not on its scale.
+
+An unknown outcome (timeout, sandbox failure) gives a NaN reward, ``info["reward_unknown"] = True``,
+and leaves the best value unchanged: it is never read as 0.
 
 ``info`` (for the trainer, never shown to the agent) holds ``status``, ``score`` (private),
 ``public_score``, ``position``, ``medal``, ``above_median``, ``ladder_value``, ``best_ladder_value``,
@@ -50,7 +57,10 @@ from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
 from wmrl_envs.world_model import Prediction
 
-__all__ = ["CHARSET", "MAX_TEXT_LENGTH", "KaggleEnvConfig", "KaggleEnv", "extract_code"]
+__all__ = ["CHARSET", "MAX_TEXT_LENGTH", "KaggleEnvConfig", "KaggleEnv", "RewardScheme", "extract_code"]
+
+RewardScheme = Literal["per_execution", "best_improvement"]
+"""How an execution's ladder value becomes the step reward (see the module docstring)."""
 
 CHARSET: str = string.printable + "".join(chr(code) for code in range(0xA0, 0x180))
 """Characters of observations and actions: printable ASCII with newlines and tabs, plus Latin-1 and
@@ -126,6 +136,9 @@ class KaggleEnvConfig:
         memory_mb: memory limit of one execution. Must be >= 256.
         max_submission_mb: size cap on the graded submission file. Must be >= 1.
         feedback_chars: approximate size of the log shown after each execution. Must be >= 400.
+        reward: ``"per_execution"`` (each step's ladder value; the scale world-model predictions are
+            on, so anchor pairs are consistent) or ``"best_improvement"`` (improvement of the best
+            value so far; the return is the episode's best ladder value).
     """
 
     max_turns: int = 4
@@ -133,8 +146,11 @@ class KaggleEnvConfig:
     memory_mb: int = 4096
     max_submission_mb: int = 32
     feedback_chars: int = 4000
+    reward: RewardScheme = "per_execution"
 
     def __post_init__(self) -> None:
+        if self.reward not in ("per_execution", "best_improvement"):
+            raise ConfigError(f"reward={self.reward!r}; use 'per_execution' or 'best_improvement'")
         if self.max_turns < 1:
             raise ConfigError(f"max_turns={self.max_turns}; an episode needs an execution, use >= 1")
         if not self.timeout_s > 0:
@@ -165,6 +181,7 @@ class KaggleEnv(gym.Env[str, str]):
         memory_mb: per-execution memory limit.
         max_submission_mb: size cap on the graded submission file.
         feedback_chars: approximate size of the log shown after each execution.
+        reward: ``"per_execution"`` (default) or ``"best_improvement"``; see the module docstring.
         seed: seeds the competition draw (``reset(seed=...)`` overrides it).
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the last observation).
 
@@ -195,6 +212,7 @@ class KaggleEnv(gym.Env[str, str]):
         memory_mb: int = 4096,
         max_submission_mb: int = 32,
         feedback_chars: int = 4000,
+        reward: RewardScheme = "per_execution",
         seed: int | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -204,6 +222,7 @@ class KaggleEnv(gym.Env[str, str]):
             memory_mb=memory_mb,
             max_submission_mb=max_submission_mb,
             feedback_chars=feedback_chars,
+            reward=reward,
         )
         if split not in ("train", "heldout", "all"):
             raise ConfigError(f"split={split!r}; use 'train', 'heldout' or 'all'")
@@ -352,7 +371,12 @@ class KaggleEnv(gym.Env[str, str]):
         value = self._ladder_value(outcome)
         if value is None:
             return None
-        return value if self._best is None else max(0.0, value - self._best)
+        return self._reward_for(value)
+
+    def _reward_for(self, value: float) -> float:
+        if self.config.reward == "per_execution" or self._best is None:
+            return value
+        return max(0.0, value - self._best)
 
     def _advance(
         self, solution: str, outcome: Outcome, *, simulated: bool, observation: str | None = None,
@@ -362,11 +386,9 @@ class KaggleEnv(gym.Env[str, str]):
         value = self._ladder_value(outcome) if use_outcome else ladder_value
         if value is None:
             reward = math.nan
-        elif self._best is None:
-            reward, self._best = value, value
         else:
-            reward = max(0.0, value - self._best)
-            self._best = max(self._best, value)
+            reward = self._reward_for(value)
+            self._best = value if self._best is None else max(self._best, value)
         text = _clean(observation if observation is not None else format_feedback(
             outcome, max_chars=self.config.feedback_chars))
         self._turn += 1
@@ -409,9 +431,11 @@ class KaggleEnv(gym.Env[str, str]):
         """Advance the episode from a predicted outcome, without executing anything.
 
         The outcome is ``prediction.info["outcome"]`` (an :class:`Outcome`) if present, else parsed
-        from ``prediction.observation`` with :func:`parse_feedback`. A predicted valid outcome without
-        a position is ranked by its score on the private leaderboard. With no usable outcome, the
-        prediction's own ``reward`` (if any) is taken as the ladder value; else the reward is unknown.
+        from ``prediction.observation`` with :func:`parse_feedback`; it drives the log, the status and
+        the turn. The ladder value is the prediction's own ``reward`` when it has one (so the step
+        reward is exactly what an anchor pair records for the same prediction), else the ladder of
+        the outcome (a predicted valid outcome without a position is ranked by its score on the
+        private leaderboard); with neither, the reward is unknown.
         """
         self._require_episode()
         predicted = prediction.info.get("outcome") if prediction.info else None
@@ -422,7 +446,11 @@ class KaggleEnv(gym.Env[str, str]):
         code = extract_code(action) or action
         end = bool(prediction.terminated)
         if outcome is not None:
-            return self._advance(code, outcome, simulated=True, observation=observation, end=end)
+            own = prediction.reward
+            return self._advance(
+                code, outcome, simulated=True, observation=observation, end=end,
+                ladder_value=own, use_outcome=own is None,
+            )
         unknown = Outcome(status="sandbox_error", detail="the world model gave no usable prediction")
         return self._advance(
             code, unknown, simulated=True, observation=observation, ladder_value=prediction.reward,
