@@ -39,6 +39,25 @@ sys.exit(0 if data.startswith(b"HTTP/1.") and b" 200 " in data[:16] else 1)
 EOF
 }
 
+live_dockerd() {
+    # The pid file names a running dockerd: not a zombie of a killed one, not a reused pid.
+    [ -f "$PIDFILE" ] || return 1
+    pid="$(cat "$PIDFILE")"
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
+    [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+
+unmount_leftovers() {
+    # Unmount everything a daemon left under its roots (deepest first), then the netns file: a daemon
+    # killed without a stop (a session that ended, a SIGKILL) leaves them, and a new one trips on them.
+    if [ -r /proc/self/mounts ]; then
+        awk -v d="$DIR" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r m; do
+            umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+        done
+    fi
+    umount "$EXEC/netns/default" 2>/dev/null || true
+}
+
 start() {
     if ping_engine; then
         echo "DOCKER_HOST=unix://$SOCK"
@@ -49,10 +68,21 @@ start() {
         exit 2
     }
     mkdir -p "$DATA" "$EXEC"
-    if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    if live_dockerd; then
         echo "a dockerd (pid $(cat "$PIDFILE")) is running but not answering; waiting for it" >&2
     else
         rm -f "$PIDFILE" "$SOCK"
+        # A dockerd killed without a stop leaves its containerd running on our exec root, holding the
+        # data root's lock: the new daemon would time out waiting for its own containerd.
+        leftover="containerd --config $EXEC/containerd/containerd.toml"
+        pkill -9 -f "$leftover" 2>/dev/null || true
+        i=0
+        while pgrep -f "$leftover" >/dev/null 2>&1 && [ "$i" -lt 50 ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+        rm -f "$EXEC/containerd/containerd.pid"
+        unmount_leftovers
         # setsid + nohup: the daemon must outlive the shell that started it (CI steps are separate shells).
         setsid nohup dockerd --storage-driver="$DRIVER" --iptables=false --ip6tables=false --bridge=none \
             --data-root "$DATA" --exec-root "$EXEC" --pidfile "$PIDFILE" -H "unix://$SOCK" \
@@ -85,13 +115,7 @@ stop() {
         fi
         rm -f "$PIDFILE"
     fi
-    # Unmount everything the daemon left under its roots (deepest first), then the netns file.
-    if [ -r /proc/self/mounts ]; then
-        awk -v d="$DIR" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r m; do
-            umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-        done
-    fi
-    umount "$EXEC/netns/default" 2>/dev/null || true
+    unmount_leftovers
     rm -f "$SOCK"
     echo "stopped"
 }
