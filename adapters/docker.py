@@ -486,7 +486,7 @@ register_backend("docker", _factory, engine_reachable)
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m wmrl_adapters.docker build-image [--tag T] [--force]``: build the sandbox image."""
-    parser = argparse.ArgumentParser(prog="python -m wmrl_adapters.docker",
+    parser = argparse.ArgumentParser(prog="wmrl docker",
                                      description="Build the wmrl sandbox image.")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build-image", help="build the sandbox image from this host's Python")

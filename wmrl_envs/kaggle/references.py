@@ -519,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build (or reuse cached) leaderboards of the built-in suite and write the committed JSON."""
     from wmrl_envs.kaggle.suite import load_suite
 
-    parser = argparse.ArgumentParser(prog="python -m wmrl_envs.kaggle.references", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="wmrl leaderboards", description=main.__doc__)
     parser.add_argument("--ids", nargs="*", help="competitions to build (default: all)")
     parser.add_argument("--sandbox", default="local", help="sandbox backend: local, docker or unsafe")
     parser.add_argument("--out", type=Path, default=COMMITTED_LEADERBOARDS, help="JSON file to write")
