@@ -43,18 +43,6 @@ from wmrl_envs.world_models.llm import (
 )
 
 HAS_LLAMA_SERVER = importlib.util.find_spec("llama_cpp") is not None
-CONTEXT = KaggleContext(
-    "titanic",
-    "Predict which passengers survived.",
-    "train.csv: 891 rows; columns PassengerId, Survived, Age, Sex",
-    "accuracy",
-    True,
-    "binary",
-    "Survived",
-    "PassengerId",
-    ("Age", "Sex"),
-    leaderboard=(0.82, 0.79, 0.77, 0.7),
-)
 SHORT = KaggleExecutionTemplate(few_shot=False)
 """The template without its example reports: a ~4x shorter prompt keeps the real-server tests quick."""
 SOLUTION = "```python\nimport pandas as pd\ntrain = pd.read_csv('train.csv')\nprint(train.shape)\n```"
@@ -175,13 +163,14 @@ def test_server_answering_garbage_at_start_up_is_unavailable() -> None:
 
 def test_slow_server_times_out_after_bounded_retries_into_an_unknown_prediction(
     caplog: pytest.LogCaptureFixture,
+    titanic_context: KaggleContext,
 ) -> None:
     with FakeServer("echo", delay_s=1.0) as fake:
         backend = OpenAICompatibleBackend(fast_config(fake.base_url, timeout_s=0.2, max_retries=2))
         model = LLMWorldModel(backend, config=LLMWorldModelConfig(max_new_tokens=32))
         started = time.monotonic()
         with caplog.at_level(logging.INFO):
-            [prediction] = model.predict([WorldModelQuery(CONTEXT, SOLUTION, key="slow/0")])
+            [prediction] = model.predict([WorldModelQuery(titanic_context, SOLUTION, key="slow/0")])
         elapsed = time.monotonic() - started
         assert fake.completion_requests == 3
     assert prediction.reward is None
@@ -214,10 +203,10 @@ def test_client_errors_and_wrong_shapes_are_not_retried(mode: str, reason: str) 
     assert result.finish_reason == "error" and reason in (result.error or "")
 
 
-def test_score_mode_against_garbage_is_unknown_not_zero() -> None:
+def test_score_mode_against_garbage_is_unknown_not_zero(titanic_context: KaggleContext) -> None:
     with FakeServer("garbage") as fake:
         backend = OpenAICompatibleBackend(fast_config(fake.base_url, max_retries=0))
-        [prediction] = LLMScoreWorldModel(backend).predict([WorldModelQuery(CONTEXT, SOLUTION)])
+        [prediction] = LLMScoreWorldModel(backend).predict([WorldModelQuery(titanic_context, SOLUTION)])
     assert prediction.reward is None
 
 
@@ -282,9 +271,11 @@ def test_real_server_generates_within_the_token_budget(
 @pytest.mark.llm
 @pytest.mark.slow
 @pytest.mark.integration
-def test_real_server_grammar_forces_a_valid_status_line(real_backend: OpenAICompatibleBackend) -> None:
+def test_real_server_grammar_forces_a_valid_status_line(
+    real_backend: OpenAICompatibleBackend, titanic_context: KaggleContext
+) -> None:
     model = LLMWorldModel(real_backend, template=SHORT, config=LLMWorldModelConfig(max_new_tokens=12))
-    [prediction] = model.predict([WorldModelQuery(CONTEXT, SOLUTION)])
+    [prediction] = model.predict([WorldModelQuery(titanic_context, SOLUTION)])
     first_line = prediction.info["raw_text"].split("\n")[1]
     assert re.fullmatch(r"status: (malformed|syntax_error|runtime_error|no_submission|valid)", first_line)
     metrics = model.metrics()
@@ -302,10 +293,10 @@ def test_real_server_grammar_forces_a_valid_status_line(real_backend: OpenAIComp
 @pytest.mark.slow
 @pytest.mark.integration
 def test_real_server_logprobs_give_bucket_and_status_distributions(
-    real_backend: OpenAICompatibleBackend,
+    real_backend: OpenAICompatibleBackend, titanic_context: KaggleContext
 ) -> None:
     [prediction] = LLMScoreWorldModel(real_backend, SHORT, with_status=True).predict(
-        [WorldModelQuery(CONTEXT, SOLUTION)]
+        [WorldModelQuery(titanic_context, SOLUTION)]
     )
     assert prediction.reward is not None and 0.0 <= prediction.reward <= 1.0
     assert sum(prediction.info["bucket_probabilities"]) == pytest.approx(1.0)
@@ -317,14 +308,14 @@ def test_real_server_logprobs_give_bucket_and_status_distributions(
 @pytest.mark.slow
 @pytest.mark.integration
 def test_real_server_token_counts_drive_truncation_to_fit_its_context(
-    real_backend: OpenAICompatibleBackend,
+    real_backend: OpenAICompatibleBackend, titanic_context: KaggleContext
 ) -> None:
     long_solution = "import numpy as np\n" + "value = np.zeros(10)  # filler line\n" * 100 + "print('done')\n"
     assert real_backend.count_tokens(long_solution) > 640
     model = LLMWorldModel(
         real_backend, template=SHORT, config=LLMWorldModelConfig(max_new_tokens=4, context_window=640)
     )
-    [prediction] = model.predict([WorldModelQuery(CONTEXT, long_solution)])
+    [prediction] = model.predict([WorldModelQuery(titanic_context, long_solution)])
     assert prediction.info["action_cut"] is True
     assert prediction.info["finish_reason"] in ("stop", "length")
     assert model.metrics()["world_model/backend_errors"] == 0.0

@@ -32,20 +32,6 @@ def needs_model(test: Callable[..., None]) -> Callable[..., None]:
     return pytest.mark.slow(pytest.mark.llm(test))
 
 
-CONTEXT = KaggleContext(
-    "titanic",
-    "Predict which passengers survived.",
-    "train.csv: 891 rows; columns PassengerId, Survived, Age, Sex",
-    "accuracy",
-    True,
-    "binary",
-    "Survived",
-    "PassengerId",
-    ("Age", "Sex"),
-    leaderboard=(0.82, 0.79, 0.77, 0.7),
-)
-
-
 @pytest.fixture(scope="module")
 def backend() -> Iterator[TransformersBackend]:
     pytest.importorskip("transformers", reason="transformers is not installed (pip install 'wmrl[llm]')")
@@ -124,15 +110,17 @@ def test_prompt_longer_than_the_window_is_an_error_result_not_an_exception(
 
 
 @needs_model
-def test_world_model_runs_end_to_end_and_counts_every_outcome(backend: TransformersBackend) -> None:
+def test_world_model_runs_end_to_end_and_counts_every_outcome(
+    backend: TransformersBackend, titanic_context: KaggleContext
+) -> None:
     model = LLMWorldModel(
         backend,
         template=KaggleExecutionTemplate(few_shot=False),
         config=LLMWorldModelConfig(max_new_tokens=12),
     )
     queries = [
-        WorldModelQuery(CONTEXT, "```python\nprint('hi')\n```"),
-        WorldModelQuery(CONTEXT, "I give up."),
+        WorldModelQuery(titanic_context, "```python\nprint('hi')\n```"),
+        WorldModelQuery(titanic_context, "I give up."),
     ]
     predictions = model.predict(queries)
     assert len(predictions) == 2
@@ -152,9 +140,11 @@ def test_world_model_runs_end_to_end_and_counts_every_outcome(backend: Transform
 
 
 @needs_model
-def test_score_mode_gives_a_valid_rung_reward_from_one_forward_pass(backend: TransformersBackend) -> None:
+def test_score_mode_gives_a_valid_rung_reward_from_one_forward_pass(
+    backend: TransformersBackend, titanic_context: KaggleContext
+) -> None:
     model = LLMScoreWorldModel(backend, KaggleExecutionTemplate(few_shot=False))
-    [prediction] = model.predict([WorldModelQuery(CONTEXT, "```python\nprint('hi')\n```")])
+    [prediction] = model.predict([WorldModelQuery(titanic_context, "```python\nprint('hi')\n```")])
     assert prediction.reward is not None and 0.5 <= prediction.reward <= 1.0
     assert sum(prediction.info["bucket_probabilities"]) == pytest.approx(1.0)
 
