@@ -349,3 +349,12 @@ def test_loading_a_state_saved_with_another_config_raises() -> None:
     state = CorrectionLoop(CorrectionConfig(anchor_fraction=0.2)).state_dict()
     with pytest.raises(CheckpointError, match="anchor_fraction: saved 0.2 vs now 0.1"):
         CorrectionLoop(CorrectionConfig()).load_state_dict(state)
+
+
+def test_per_execution_pairs_feed_the_calibration_instead_of_trajectory_pairs() -> None:
+    loop = CorrectionLoop(CorrectionConfig(min_pairs=4, refit_every=1))
+    # Trajectory level: the best of each trajectory's executions; the pairs are the executions themselves.
+    pairs = ((0.1, 0.0), (0.2, 0.1), (0.4, 0.5), (0.8, 0.9), (0.9, 1.0))
+    loop.correct([ScoredGroup(0, anchor=True, predicted=(0.4, 0.9), real=(0.5, 1.0), pairs=pairs)])
+    assert loop.debiaser.n_pairs == len(pairs)
+    assert loop.debiaser.apply(0.2) == pytest.approx(0.1)

@@ -50,3 +50,21 @@ def test_step_result_flattens_in_group_order() -> None:
     assert values.tolist() == [1.0, -1.0, 0.0] and mask.tolist() == [True, True, False]
     empty_values, empty_mask = StepResult((), ()).flat()
     assert empty_values.size == 0 and empty_mask.dtype == bool
+
+
+def test_pairs_are_accepted_on_anchor_groups_and_default_to_none() -> None:
+    assert ScoredGroup(0, anchor=True, predicted=(0.1,), real=(0.2,)).pairs is None
+    pairs = ((0.1, 0.0), (np.float32(0.3), 1))
+    group = ScoredGroup(0, anchor=True, predicted=(0.1,), real=(0.2,), pairs=pairs)
+    assert len(group.pairs or ()) == 2
+
+
+def test_pairs_on_a_world_model_group_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="not an anchor group.*pairs=None"):
+        ScoredGroup(0, anchor=False, predicted=(0.1,), pairs=((0.1, 0.2),))
+
+
+@pytest.mark.parametrize("bad", [(0.1, None), (0.1, float("nan")), (0.1,), (True, 0.2)])
+def test_a_pair_with_an_unknown_or_non_numeric_side_is_rejected(bad: tuple) -> None:
+    with pytest.raises(ConfigError, match=r"pairs\[0\]"):
+        ScoredGroup(0, anchor=True, predicted=(0.1,), real=(0.2,), pairs=(bad,))

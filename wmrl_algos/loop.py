@@ -278,8 +278,11 @@ class CorrectionLoop:
         anchor_predicted = [list(group.predicted) for group in anchors]
         anchor_real = [list(group.real or ()) for group in anchors]
         if config.debias:
-            for predicted, real in zip(anchor_predicted, anchor_real, strict=True):
-                self.debiaser.push(predicted, real)
+            for group, predicted, real in zip(anchors, anchor_predicted, anchor_real, strict=True):
+                if group.pairs is not None:
+                    self.debiaser.push([p for p, _ in group.pairs], [r for _, r in group.pairs])
+                else:
+                    self.debiaser.push(predicted, real)
         residual_raw, residual_calibrated = self.debiaser.residuals(anchor_predicted, anchor_real)
         anchor_calibrated = [self.debiaser.apply(predicted) for predicted in anchor_predicted]
         disagreement = self.weighter.update(anchor_calibrated, anchor_real)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +35,17 @@ class ScoredGroup:
             outcome is unknown); ``None`` as a whole for non-anchor groups.
         trajectories: opaque payload (whatever the policy needs to compute log-probs), passed through.
         task_id: optional task identifier (for per-task metrics).
+        pairs: extra (predicted, real) calibration pairs at the granularity the world model predicts
+            (e.g. one per execution of a multi-turn trajectory whose return is the best of them), anchor
+            groups only. When given, Online Debiasing is fitted on THESE instead of the trajectory-level
+            ``(predicted[i], real[i])`` pairs; ``None`` (the default) uses the trajectory-level pairs.
+            Both sides must be known (finite floats): leave out executions with an unknown side.
+
+    Example:
+        >>> group = ScoredGroup(0, anchor=True, predicted=(0.4, 0.9), real=(0.5, 0.7),
+        ...                     pairs=((0.2, 0.3), (0.4, 0.5), (0.9, 0.7)))
+        >>> group.size, len(group.pairs)
+        (2, 3)
     """
 
     group_id: int
@@ -42,6 +54,7 @@ class ScoredGroup:
     real: tuple[Score, ...] | None = None
     trajectories: tuple[Any, ...] = ()
     task_id: str | None = None
+    pairs: tuple[tuple[float, float], ...] | None = None
 
     def __post_init__(self) -> None:
         from wmrl_algos.errors import ConfigError
@@ -61,6 +74,21 @@ class ScoredGroup:
                 f"group {self.group_id}: {len(self.trajectories)} trajectories but "
                 f"{len(self.predicted)} scores"
             )
+        if self.pairs is not None:
+            if not self.anchor:
+                raise ConfigError(
+                    f"group {self.group_id} is not an anchor group but carries {len(self.pairs)} calibration "
+                    "pairs; only executed (anchor) groups have real scores, pass pairs=None"
+                )
+            for index, pair in enumerate(self.pairs):
+                if len(pair) != 2 or any(
+                    isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(float(value))
+                    for value in pair
+                ):
+                    raise ConfigError(
+                        f"group {self.group_id}: pairs[{index}] is {pair!r}; each pair must be two finite "
+                        "numbers (predicted, real), leave out executions with an unknown side"
+                    )
 
     @property
     def size(self) -> int:
