@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +18,7 @@ from gymnasium.utils.env_checker import check_env
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.errors import ConfigError, WorldModelError
 from wmrl_envs.ledger import CostLedger
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 from wmrl_envs.toy import CachedWorldModel, CostlyToyEnv, ToyWorldModel, toy_score, toy_target
 from wmrl_envs.world_model import Prediction, WorldModelQuery
 from wmrl_envs.wrapper import WorldModelWrapper, predict_batch, read_vector_info
@@ -69,6 +72,35 @@ class _Fixed:
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
+
+
+class _LockedWorldModel(ToyWorldModel):
+    """The toy world model holding a lock, as a served model does: it cannot be deep-copied or pickled."""
+
+    def __init__(self) -> None:
+        super().__init__(bias=0.0, noise=0.0)
+        self.lock = threading.Lock()
+        self.calls = 0
+
+    def predict(self, queries):
+        with self.lock:
+            self.calls += 1
+            return super().predict(queries)
+
+
+class _PendulumReward:
+    """Pendulum's own reward computed from its observation: an exact world model for the score mode."""
+
+    name = "pendulum-reward"
+
+    def predict(self, queries):
+        predictions = []
+        for query in queries:
+            cos_theta, sin_theta, velocity = np.asarray(query.context, dtype=float)
+            theta = math.atan2(sin_theta, cos_theta)
+            torque = float(np.asarray(query.action).reshape(-1)[0])
+            predictions.append(Prediction(-(theta**2 + 0.1 * velocity**2 + 0.001 * torque**2)))
+        return predictions
 
 
 def _toy(**kwargs: Any) -> WorldModelWrapper:
@@ -344,7 +376,7 @@ def test_check_env_passes_wrapped_and_bare(mode, scoring, anchor):
 
 def test_info_records_seconds_in_the_real_env_and_the_world_model():
     model = ToyWorldModel(seconds_per_query=0.02)
-    env = _toy(world_model=model, env=CostlyToyEnv(dim=2, step_seconds=0.03))
+    env = _toy(world_model=model, env=CostlyToyEnv(dim=2, step_seconds=0.03), info_timings=True)
     env.reset(seed=0, options={"anchor": True})
     block = env.step(ACTION)[4]["wmrl"]
     assert block["real_seconds"] >= 0.03 and block["world_model_seconds"] >= 0.02
@@ -393,6 +425,9 @@ def test_predict_batch_aligns_predictions_and_splits_the_seconds():
         ({"max_episode_steps": 0}, "max_episode_steps=0"),
         ({"scheduler": object()}, "select"),
         ({"world_model": object()}, "not a WorldModel"),
+        ({"anchor_fraction": 1.5}, "anchor_fraction=1.5"),
+        ({"anchor_fraction": True}, "anchor_fraction=True"),
+        ({"world_model": "wmrl-live-object:Gone#999999"}, "another process"),
     ],
 )
 def test_invalid_arguments_raise_config_error_naming_the_value(kwargs, match):
@@ -406,3 +441,114 @@ def test_docstring_examples_run():
     import wmrl_envs.wrapper
 
     assert doctest.testmod(wmrl_envs.wrapper).failed == 0
+
+
+def test_a_world_model_that_cannot_be_copied_is_held_by_reference():
+    model = _LockedWorldModel()
+    env = WorldModelWrapper(CostlyToyEnv(dim=2), model)
+    assert env.world_model is model
+    env.reset(seed=0, options=TASK)
+    env.step(ACTION)
+    assert model.calls == 1
+
+
+def test_one_world_model_instance_serves_every_wrapper_of_a_grouped_rollout():
+    model = _LockedWorldModel()
+
+    class Zeros:
+        def act(self, observations, infos):
+            return [np.zeros(2) for _ in observations]
+
+    make = lambda: CostlyToyEnv(dim=2, max_turns=2)  # noqa: E731
+    with GroupedRollout(make, model, RolloutConfig(group_size=3)) as rollout:
+        rollout.run([RolloutTask("a", {"task_id": 1}), RolloutTask("b", {"task_id": 2})], Zeros())
+        assert len(rollout.envs) == 6 and all(env.world_model is model for env in rollout.envs)
+    assert model.calls == 2  # one batched call per turn, through the one shared instance
+
+
+def test_spec_is_json_and_remaking_it_rewraps_with_the_same_world_model():
+    model = _LockedWorldModel()
+    scheduler = AnchorScheduler(fraction=0.5, seed=1)
+    env = WorldModelWrapper(gym.make("wmrl/CostlyToy-v0"), model, mode="score", scheduler=scheduler)
+    recorded = json.loads(env.spec.to_json())["additional_wrappers"][-1]["kwargs"]
+    assert recorded["mode"] == "score" and isinstance(recorded["world_model"], str)
+    remade = gym.make(env.spec)
+    assert isinstance(remade, WorldModelWrapper) and remade.world_model is model and remade.mode == "score"
+    remade.plan_groups(2)
+    assert scheduler.in_flight == 1  # the re-made wrapper drives the very same scheduler
+
+
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped version:UserWarning")
+@pytest.mark.parametrize("mode", ["simulate", "score"])
+def test_check_env_passes_with_default_settings_on_a_made_env(mode):
+    check_env(WorldModelWrapper(gym.make("wmrl/CostlyToy-v0"), ToyWorldModel(noise=0.05), mode=mode))
+
+
+def test_a_loop_without_reset_options_anchors_about_a_tenth_of_its_episodes_reproducibly():
+    def anchored(seed: int) -> list[bool]:
+        env = _toy(env=CostlyToyEnv(dim=2, max_turns=2))
+        decisions = []
+        env.reset(seed=seed)  # what Stable-Baselines3 does: one seeded reset, then plain reset()s
+        for _ in range(400):
+            decisions.append(env.is_anchor)
+            done = False
+            while not done:
+                _, _, terminated, truncated, _ = env.step(ACTION)
+                done = terminated or truncated
+            env.reset()
+        assert env.ledger.anchor_episodes == sum(decisions) + env.is_anchor
+        return decisions
+
+    first = anchored(seed=3)
+    assert 0.05 < np.mean(first) < 0.15
+    assert anchored(seed=3) == first and anchored(seed=4) != first
+
+
+def test_the_same_reset_seed_gives_the_same_anchor_decision_and_fraction_zero_never_anchors():
+    env = _toy()
+    decisions = {seed: [] for seed in range(60)}
+    for _ in range(2):
+        for seed in decisions:
+            env.reset(seed=seed)
+            decisions[seed].append(env.is_anchor)
+    assert all(a == b for a, b in decisions.values()) and any(a for a, _ in decisions.values())
+    never = _toy(anchor_fraction=0.0)
+    for seed in range(60):
+        never.reset(seed=seed)
+        assert not never.is_anchor
+
+
+def test_anchor_draws_do_not_select_start_states():
+    env = WorldModelWrapper(gym.make("Pendulum-v1"), _PendulumReward(), mode="score")
+    starts = {True: [], False: []}
+    for seed in range(600):
+        obs, _ = env.reset(seed=seed)
+        starts[env.is_anchor].append(math.atan2(obs[1], obs[0]))
+    assert 30 < len(starts[True]) < 90
+    assert abs(np.mean(starts[True]) - np.mean(starts[False])) < 0.6  # both spread over [-pi, pi]
+
+
+def test_an_attached_scheduler_decides_episodes_reset_without_options_and_gets_its_slots_back():
+    scheduler = AnchorScheduler(fraction=0.5, min_per_step=0, max_in_flight=1, seed=0)
+    env = _toy(scheduler=scheduler)
+    decisions = []
+    for _ in range(20):
+        env.reset()
+        decisions.append(env.is_anchor)
+        assert scheduler.in_flight == int(env.is_anchor)
+    env.close()
+    assert scheduler.in_flight == 0 and sum(decisions) == 10
+
+
+def test_a_float64_action_for_a_float32_box_is_accepted_as_by_the_plain_env():
+    plain = gym.make("Pendulum-v1")
+    plain.reset(seed=0)
+    action = np.array([0.5])  # float64, the default dtype of a numpy policy
+    plain.step(action)
+    env = WorldModelWrapper(gym.make("Pendulum-v1"), _PendulumReward(), mode="score")
+    env.reset(seed=0)
+    assert env.action_space.dtype == np.float32
+    _, reward, _, _, info = env.step(action)
+    assert info["wmrl"]["predicted"] == reward
+    with pytest.raises(InvalidAction):
+        env.step(np.array([2.5]))

@@ -14,7 +14,16 @@ cheapest way to put WMRL under any of them is to keep the env's API and change o
 An *anchor* episode always runs the real env AND asks the world model, so it yields a
 (predicted, real) pair for the corrections, and it returns the REAL reward. Anchoring is decided at
 reset, before anything is scored (``options={"anchor": True}``, or per group by an attached scheduler
-with ``options={"group_id": g}`` after :meth:`WorldModelWrapper.plan_groups`).
+with ``options={"group_id": g}`` after :meth:`WorldModelWrapper.plan_groups`). Libraries such as
+Stable-Baselines3 never pass reset options, so an episode reset without either option is still
+anchored: by the attached scheduler, else with probability ``anchor_fraction`` (0.1 by default) from a
+seeded generator. Without that default such a loop would silently never correct anything.
+
+The world model is held by reference, never copied: it may hold a model, a lock or a server
+connection, and every wrapper of a :class:`~wmrl_envs.rollouts.GroupedRollout` must share one. What
+Gymnasium records for ``env.spec`` is a JSON-able handle naming the live object (valid in this
+process), so ``env.spec.to_json()`` works and ``gymnasium.make(env.spec)`` re-wraps with the same
+world model.
 
 An unknown prediction is returned as a ``float("nan")`` reward (Gymnasium needs a float) and as
 ``None`` in ``info[info_key]["predicted"]``: never a silent 0. The per-step information the wrapper
@@ -35,8 +44,10 @@ batches the world-model calls that a vector env would make one sub-env at a time
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, SupportsFloat, TypedDict, TypeVar
@@ -73,6 +84,13 @@ Scoring = Literal["step", "episode"]
 
 _StepTuple = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
 _MISSING = object()
+_HANDLE_PREFIX = "wmrl-live-object:"
+_live_objects: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_pinned_objects: dict[str, Any] = {}
+_handle_numbers = itertools.count()
+_EPISODE_ANCHOR_STREAM = 0x574D524C
+"""Mixed into the anchor generator's seed, so that the decision is independent of the env's own
+``np_random`` (seeded from the same reset seed): anchors must not pick out particular start states."""
 
 
 class AnchorSelector(Protocol):
@@ -159,6 +177,29 @@ def _checked_reward(reward: Any) -> tuple[float | None, str | None]:
     if not math.isfinite(value):
         return None, f"reward {value!r} is not finite (say 'unknown' with None)"
     return value, None
+
+
+def _handle_for(obj: Any) -> str:
+    """A JSON-able name for ``obj`` that :func:`_resolve_handle` turns back into it in this process."""
+    handle = f"{_HANDLE_PREFIX}{type(obj).__name__}#{next(_handle_numbers)}"
+    try:
+        _live_objects[handle] = obj
+    except TypeError:  # not weak-referenceable (e.g. __slots__ without __weakref__): keep it alive
+        _pinned_objects[handle] = obj
+    return handle
+
+
+def _resolve_handle(value: Any, argument: str) -> Any:
+    if not (isinstance(value, str) and value.startswith(_HANDLE_PREFIX)):
+        return value
+    found = _live_objects.get(value, _pinned_objects.get(value))
+    if found is None:
+        raise ConfigError(
+            f"{argument}={value!r} names an object of another process (or one that no longer exists): an "
+            "env spec records the world model by reference, not by value. Re-make the env without the "
+            f"wrapper and wrap it again: WorldModelWrapper(env, {argument}=...)"
+        )
+    return found
 
 
 def predict_batch(
@@ -278,7 +319,8 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             :class:`~wmrl_envs.world_model.SimulatableEnv` hooks ``world_model_context()`` (the query
             context; else the last observation) and ``apply_prediction(action, prediction)`` (advance
             from a prediction; else the prediction must carry the observation).
-        world_model: the batched predictor; its ``name`` appears in every error about it.
+        world_model: the batched predictor; its ``name`` appears in every error about it. Held by
+            reference (never copied), so one instance serves every wrapper it is given to.
         mode: ``"simulate"`` (non-anchor episodes never step the real env; choose it when a real step
             is the expensive part) or ``"score"`` (the real env always steps, only its reward is
             replaced; choose it when dynamics are cheap and rewards are not).
@@ -287,7 +329,13 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             context is the list of observations, the action the list of actions).
         scheduler: decides anchor groups for :meth:`plan_groups` (an
             :class:`~wmrl_algos.anchors.AnchorScheduler`); with one attached, ``reset(options=
-            {"group_id": g})`` anchors the episode when group ``g`` was chosen.
+            {"group_id": g})`` anchors the episode when group ``g`` was chosen, and a reset with neither
+            ``"anchor"`` nor ``"group_id"`` asks it about that one episode (``select(1)``).
+        anchor_fraction: without a scheduler, the probability that an episode reset with neither
+            option is an anchor. This is the Stable-Baselines3 path (SB3 never passes reset options):
+            without it no episode would ever be executed for real and nothing would be corrected. The
+            draw comes from a generator seeded with 0 and re-seeded by ``reset(seed=s)``, independent
+            of the env's own randomness, so a seed fixes the decision. ``0.0``: never anchor.
         info_key: the one info key the wrapper writes. An env that already uses it is an error.
         tolerate_errors: a world model that raises or breaks its contract gives ``None`` rewards (NaN
             step reward) for the affected items instead of raising :class:`WorldModelError`; counted in
@@ -297,9 +345,9 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             (needed in simulate mode, where the real env's ``TimeLimit`` is never stepped).
         check_actions: raise ``gymnasium.error.InvalidAction`` for an action outside the action space
             (the real env may not see the action at all in simulate mode).
-        info_timings: include the per-step seconds in the info. Turn it off where infos must be
-            bit-for-bit reproducible (Gymnasium's ``check_env`` compares two steps' infos); the ledger
-            records the seconds either way.
+        info_timings: include the per-step seconds in the info (else they read 0.0). Off by default
+            because infos must be reproducible (Gymnasium's ``check_env`` compares two steps' infos);
+            the ledger records the seconds either way.
         ledger: the :class:`CostLedger` to record into (share one across wrappers); a new one if None.
             Not part of the recorded constructor arguments: an env re-made from ``env.spec`` (as
             ``check_env`` does) gets its own ledger.
@@ -328,19 +376,25 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         mode: Mode = "simulate",
         scoring: Scoring = "step",
         scheduler: AnchorSelector | None = None,
+        anchor_fraction: float = 0.1,
         info_key: str = "wmrl",
         tolerate_errors: bool = False,
         max_episode_steps: int | None = None,
         check_actions: bool = True,
-        info_timings: bool = True,
+        info_timings: bool = False,
         ledger: CostLedger | None = None,
     ) -> None:
+        world_model = _resolve_handle(world_model, "world_model")
+        scheduler = _resolve_handle(scheduler, "scheduler")
+        # Recorded by reference (Gymnasium would deep-copy): a handle, so the spec stays JSON-able.
         gym.utils.RecordConstructorArgs.__init__(
             self,
-            world_model=world_model,
+            _disable_deepcopy=True,
+            world_model=_handle_for(world_model),
             mode=mode,
             scoring=scoring,
-            scheduler=scheduler,
+            scheduler=None if scheduler is None else _handle_for(scheduler),
+            anchor_fraction=anchor_fraction,
             info_key=info_key,
             tolerate_errors=tolerate_errors,
             max_episode_steps=max_episode_steps,
@@ -365,6 +419,13 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             )
         if scheduler is not None and not callable(getattr(scheduler, "select", None)):
             raise ConfigError(f"scheduler={scheduler!r} has no select(n_groups); pass an AnchorScheduler")
+        if isinstance(anchor_fraction, bool) or not (
+            isinstance(anchor_fraction, (int, float)) and 0.0 <= anchor_fraction <= 1.0
+        ):
+            raise ConfigError(
+                f"anchor_fraction={anchor_fraction!r} is not a probability; pass a share in [0, 1] "
+                "(0.1 anchors one episode in ten, 0.0 never anchors)"
+            )
         if not isinstance(info_key, str) or not info_key:
             raise ConfigError(f"info_key={info_key!r} must be a non-empty string, e.g. 'wmrl'")
         if max_episode_steps is None and env.spec is not None:
@@ -375,6 +436,9 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         self._mode: Mode = mode
         self._scoring: Scoring = scoring
         self._scheduler = scheduler
+        self._anchor_fraction = float(anchor_fraction)
+        self._anchor_rng = _episode_anchor_generator(0)
+        self._scheduled_episode = False
         self._info_key = info_key
         self._tolerate_errors = bool(tolerate_errors)
         self._max_episode_steps = max_episode_steps
@@ -468,7 +532,9 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
         The wrapper reads and removes two options before passing the rest to the env: ``"anchor"``
         (a bool) and ``"group_id"`` (an int; with a scheduler, the anchor decision of that group from
-        :meth:`plan_groups`). Without either, the episode is not an anchor.
+        :meth:`plan_groups`). Without either, the attached scheduler decides this one episode, or
+        without a scheduler a seeded draw with probability ``anchor_fraction`` does (``seed`` re-seeds
+        that draw, as it re-seeds the env).
 
         Raises:
             ConfigError: ``options["anchor"]`` is not a bool, ``options["group_id"]`` is not an int or
@@ -484,6 +550,8 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         if group_id is not None and not _is_int(group_id):
             raise ConfigError(f"options['group_id']={group_id!r} is not an int; pass the group's index")
         group_id = None if group_id is None else int(group_id)
+        if seed is not None:
+            self._anchor_rng = _episode_anchor_generator(seed)
         anchor = self._decide_anchor(anchor_option, group_id)
         obs, inner_info = self.env.reset(seed=seed, options=inner_options)
         info = self._own_info(inner_info)
@@ -639,12 +707,14 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
     def _in_action_space(self, action: Any) -> bool:
         space = self.action_space
         if type(space) is gym.spaces.Box and type(action) is np.ndarray:
-            # Box.contains for an array, without its generic wrappers (this runs on every step).
+            # Box.contains for an array, without its generic wrappers (this runs on every step). Like
+            # Gymnasium, a value of another precision is judged after casting it to the space's dtype
+            # (a float64 policy output for a float32 Box is fine); a cast that changes kind is not.
+            if not np.can_cast(action.dtype, space.dtype, casting="same_kind"):
+                return False
+            value = action.astype(space.dtype, copy=False)
             return bool(
-                action.shape == space.shape
-                and np.can_cast(action.dtype, space.dtype)
-                and (action >= space.low).all()
-                and (action <= space.high).all()
+                value.shape == space.shape and (value >= space.low).all() and (value <= space.high).all()
             )
         return space.contains(action)
 
@@ -663,7 +733,24 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
                     f"{len(self._group_plan)}); call plan_groups(n_groups) at the start of the step"
                 )
             return self._group_plan[group_id]
-        return False
+        if self._scheduler is None:
+            return bool(self._anchor_rng.random() < self._anchor_fraction)
+        self._release_scheduled_episode()
+        anchor = bool(np.asarray(self._scheduler.select(1), dtype=bool)[0])
+        self._scheduled_episode = anchor
+        return anchor
+
+    def _release_scheduled_episode(self) -> None:
+        """Free the scheduler slot of the last one-episode anchor (it has ended, or is abandoned)."""
+        release = getattr(self._scheduler, "release", None)
+        if self._scheduled_episode and callable(release):
+            release(1)
+        self._scheduled_episode = False
+
+    def close(self) -> None:
+        """Release a one-episode anchor still held from the scheduler, then close the env."""
+        self._release_scheduled_episode()
+        super().close()
 
     def _own_info(self, inner_info: dict[str, Any]) -> dict[str, Any]:
         if self._info_key in inner_info:
@@ -699,6 +786,10 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
     def _at_step_limit(self) -> bool:
         return self._max_episode_steps is not None and self._elapsed_steps + 1 >= self._max_episode_steps
+
+
+def _episode_anchor_generator(seed: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), _EPISODE_ANCHOR_STREAM])
 
 
 def _copied(obs: Any) -> Any:
