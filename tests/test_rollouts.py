@@ -12,8 +12,16 @@ import pytest
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.errors import ConfigError, WorldModelError
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
-from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, episode_return
+from wmrl_envs.rollouts import (
+    GroupedRollout,
+    RolloutConfig,
+    RolloutTask,
+    TurnContext,
+    best_return,
+    episode_return,
+)
 from wmrl_envs.toy import CostlyToyEnv, ToyWorldModel, toy_score, toy_target
+from wmrl_envs.world_model import Prediction
 
 
 class _Recording:
@@ -296,3 +304,108 @@ def test_grouped_rollout_on_the_kaggle_env_pairs_real_and_predicted_scores_on_an
     assert all(p is not None for g in groups for p in g.predicted)
     assert groups[1].real is None
     assert ledger.real_steps == 2 and ledger.world_model_calls == 1 and ledger.world_model_queries == 4
+
+
+class _ZeroTorque:
+    """Pendulum's reward read off its observation (an exact world model), for the score mode."""
+
+    name = "pendulum-reward"
+
+    def predict(self, queries):
+        return [Prediction(-float(np.arctan2(q.context[1], q.context[0]) ** 2)) for q in queries]
+
+
+def test_members_of_a_group_share_their_start_state_and_groups_differ():
+    import gymnasium as gym
+
+    class Still:
+        def act(self, observations, infos):
+            return [np.zeros(1, dtype=np.float32) for _ in observations]
+
+    config = RolloutConfig(group_size=4, mode="score", max_turns=2)
+    with GroupedRollout(lambda: gym.make("Pendulum-v1"), _ZeroTorque(), config) as rollout:
+        groups = rollout.run([RolloutTask("swing-up"), RolloutTask("swing-up-2")], Still(), seed=11)
+    starts = [[t.observations[0] for t in group.trajectories] for group in groups]
+    for members in starts:
+        assert all(np.array_equal(members[0], other) for other in members[1:])
+    assert not np.array_equal(starts[0][0], starts[1][0])
+
+
+class _HistoryPolicy:
+    """A multi-turn policy that keeps its own state per trajectory id and checks what it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[TurnContext]] = []
+
+    def act(self, observations, infos, contexts=None):
+        assert contexts is not None and len(contexts) == len(observations)
+        for observation, info, context in zip(observations, infos, contexts, strict=True):
+            assert context.observations[-1] is observation and context.infos[-1] is info
+            assert len(context.observations) == len(context.actions) + 1 == len(context.infos)
+        self.seen.append(list(contexts))
+        return [np.full(2, 0.1 * len(c.actions)) for c in contexts]
+
+
+def test_a_multi_turn_policy_gets_each_trajectory_id_and_its_whole_history():
+    policy = _HistoryPolicy()
+    with GroupedRollout(_env(max_turns=3), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout:
+        groups = rollout.run(_tasks(2), policy, anchors=[False, True])
+    first = policy.seen[0]
+    assert [c.trajectory_id for c in first] == [0, 1, 2, 3]
+    assert [(c.task_id, c.group_id, c.index) for c in first] == [
+        ("task0", 0, 0), ("task0", 0, 1), ("task1", 1, 0), ("task1", 1, 1)
+    ]
+    latest = {c.trajectory_id: c for turn in policy.seen for c in turn}
+    for group in groups:
+        for trajectory in group.trajectories:
+            context = latest[group.group_id * 2 + trajectory.index]
+            assert len(context.actions) == len(trajectory.actions) - 1
+            assert all(a is b for a, b in zip(context.observations, trajectory.observations, strict=False))
+            assert all(a is b for a, b in zip(context.actions, trajectory.actions, strict=False))
+    assert max(len(c.actions) for c in latest.values()) >= 1
+
+
+def test_a_policy_taking_any_keyword_gets_contexts_and_a_two_argument_one_does_not():
+    class Keywords:
+        got: list[object] = []
+
+        def act(self, observations, infos, **kwargs):
+            Keywords.got.append(kwargs.get("contexts"))
+            return [np.zeros(2) for _ in observations]
+
+    with GroupedRollout(_env(max_turns=1), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout:
+        rollout.run(_tasks(1), Keywords())
+        rollout.run(_tasks(1), _SeededPolicy())  # act(observations, infos) keeps working
+    assert isinstance(Keywords.got[0][0], TurnContext)
+
+
+def test_best_return_is_the_best_known_step_and_none_only_when_nothing_is_known():
+    assert best_return([0.1, 0.75, 0.5]) == 0.75
+    assert best_return([None, 0.2, None]) == 0.2
+    assert best_return([None, None]) is None and best_return([]) is None
+
+
+def test_with_best_return_anchor_groups_carry_one_pair_per_known_step():
+    model = ToyWorldModel(bias=0.1, noise=0.0, unknown_rate=0.2, seed=3)
+    config = RolloutConfig(group_size=3)
+    with GroupedRollout(_env(max_turns=3), model, config, reducer=best_return) as rollout:
+        groups = rollout.run(_tasks(3), _SeededPolicy(4), anchors=[True, False, True])
+    assert groups[1].pairs is None
+    for group in (groups[0], groups[2]):
+        steps = [(p, r) for t in group.trajectories for p, r in zip(t.predicted, t.real, strict=True)]
+        known = [(p, r) for p, r in steps if p is not None]
+        assert 0 < len(known) < len(steps) == 9
+        assert group.pairs == tuple(known)
+        assert all(p == pytest.approx(r + 0.1) for p, r in group.pairs)
+        for trajectory, real in zip(group.trajectories, group.real, strict=True):
+            assert real == max(trajectory.real)
+
+
+def test_a_summed_return_keeps_trajectory_pairs_and_episode_scoring_has_no_step_pairs():
+    with GroupedRollout(_env(max_turns=2), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout:
+        assert rollout.run(_tasks(1), _SeededPolicy(), anchors=[True])[0].pairs is None
+    episode = RolloutConfig(group_size=2, mode="score", scoring="episode")
+    with pytest.raises(ConfigError, match="step_pairs=True with scoring='episode'"):
+        GroupedRollout(_env(), ToyWorldModel(), episode, step_pairs=True)
+    with GroupedRollout(_env(max_turns=2), ToyWorldModel(), episode, reducer=best_return) as rollout:
+        assert rollout.run(_tasks(1), _SeededPolicy(), anchors=[True])[0].pairs is None

@@ -13,9 +13,18 @@ Anchoring is per group and decided before anything is scored: from an explicit m
 ``CorrectionLoop.plan(n_groups)``) or an attached :class:`~wmrl_algos.anchors.AnchorScheduler`, which
 is seeded and checkpointable, so the anchor choice of a resumed run is the one it would have made.
 
+The members of a group answer the same question: they share the task and the start state (every
+member of group ``g`` resets with ``seed + g``, one seed per group, as TRL's ``num_generations``
+completions share a prompt); only the policy's sampling makes them differ, so the group's mean is a
+baseline for each of them. A multi-turn policy (an LLM agent building its chat) gets each
+trajectory's whole history as a :class:`TurnContext` when its ``act`` takes a ``contexts`` keyword.
+
 The result is ``list[ScoredGroup]``, ready for :meth:`wmrl_algos.loop.CorrectionLoop.correct`; the
-trajectory score is the episode return by default (any :data:`Reducer`), ``None`` when any step is
-unknown: never 0.
+trajectory score is the episode return by default, or the best step score with :func:`best_return`
+(the Kaggle objective: a submission is judged by its best entry), or any :data:`Reducer`; ``None``
+when it cannot say: never 0. With :func:`best_return` the trajectory score is one of its step scores,
+so anchor groups also hand the calibration every step's (predicted, real) pair
+(:attr:`ScoredGroup.pairs`): a multi-turn trajectory contributes one pair per execution.
 
 Gymnasium vector envs: a vector env steps its sub-envs one ``step`` call each, so a world model under
 it would be called once per sub-env; :class:`GroupedRollout` is the batched equivalent and takes the
@@ -28,6 +37,8 @@ missing, not 0.
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -56,6 +67,8 @@ __all__ = [
     "RolloutConfig",
     "RolloutTask",
     "Trajectory",
+    "TurnContext",
+    "best_return",
     "episode_return",
 ]
 
@@ -66,8 +79,46 @@ Reducer = Callable[[Sequence[Score]], Score]
 """Turns a trajectory's per-step scores into its score; must return ``None`` if it cannot say."""
 
 
+@dataclass(frozen=True)
+class TurnContext:
+    """Everything one live trajectory has seen so far, for a policy that keeps a history.
+
+    A multi-turn agent needs more than the latest observation (after the first turn of the Kaggle env,
+    that is an execution log without the task): it needs the whole exchange and a stable id to key its
+    own state by. :class:`GroupedRollout` passes one per live trajectory when the policy's ``act``
+    accepts a ``contexts`` keyword.
+
+    Attributes:
+        trajectory_id: unique within the step: ``group_id * group_size + index``.
+        task_id: the task of its group.
+        group_id: its group's index in the step.
+        index: its index within the group.
+        observations: the reset observation first, the latest last (the one being acted on).
+        actions: the actions taken so far (one fewer than ``observations``).
+        infos: the infos so far, the reset info first.
+
+    Example:
+        >>> context = TurnContext(5, "titanic", 1, 1, ("task", "log 1"), ("code 1",), ({}, {}))
+        >>> context.observations[-1], len(context.actions)
+        ('log 1', 1)
+    """
+
+    trajectory_id: int
+    task_id: str
+    group_id: int
+    index: int
+    observations: tuple[Any, ...]
+    actions: tuple[Any, ...]
+    infos: tuple[Mapping[str, Any], ...]
+
+
 class Policy(Protocol[ObsT_contra, ActT_co]):
-    """A batched policy: one action per observation, for all live trajectories of a step at once."""
+    """A batched policy: one action per observation, for all live trajectories of a step at once.
+
+    ``act(observations, infos)`` is the whole contract. A policy whose ``act`` also accepts a
+    ``contexts`` keyword is called as ``act(observations, infos, contexts=contexts)``, with one
+    :class:`TurnContext` per observation (the trajectory's id and full history).
+    """
 
     def act(
         self, observations: Sequence[ObsT_contra], infos: Sequence[Mapping[str, Any]]
@@ -80,6 +131,16 @@ class _Releasable(Protocol):
     def release(self, n: int = 1) -> None: ...
 
 
+def _accepts_contexts(policy: Any) -> bool:
+    try:
+        parameters = inspect.signature(policy.act).parameters
+    except (TypeError, ValueError):  # a builtin or C-implemented act: call it the plain way
+        return False
+    return "contexts" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )
+
+
 def episode_return(scores: Sequence[Score]) -> Score:
     """The sum of the per-step scores, or ``None`` if any of them is unknown (or there are none).
 
@@ -90,6 +151,21 @@ def episode_return(scores: Sequence[Score]) -> Score:
     if not scores or any(score is None for score in scores):
         return None
     return float(sum(score for score in scores if score is not None))
+
+
+def best_return(scores: Sequence[Score]) -> Score:
+    """The best known per-step score, or ``None`` if none is known (or there are none).
+
+    The multi-turn objective of the Kaggle env: a trajectory is judged by its best execution, as a
+    Kaggle entry is by its best submission. An unknown execution (a lost sandbox) is left out rather
+    than counted as a failure; only when nothing is known is the trajectory unknown.
+
+    Example:
+        >>> best_return([0.1, None, 0.75, 0.5]), best_return([None, None]), best_return([])
+        (0.75, None, None)
+    """
+    known = [float(score) for score in scores if score is not None and math.isfinite(score)]
+    return max(known) if known else None
 
 
 @dataclass(frozen=True)
@@ -218,12 +294,19 @@ class GroupedRollout:
         config: group size, mode, scoring and limits.
         executor: runs the real executions; a thread pool (owned and shut down by :meth:`close`) if
             ``None``. Any :class:`concurrent.futures.Executor` fits (e.g. one backed by Ray).
-        reducer: per-step scores to trajectory score; :func:`episode_return` by default. Not used for
-            the predicted score under ``scoring="episode"``, which is the world model's own.
+        reducer: per-step scores to trajectory score; :func:`episode_return` by default,
+            :func:`best_return` for a multi-turn task judged by its best attempt. Not used for the
+            predicted score under ``scoring="episode"``, which is the world model's own.
+        step_pairs: give the calibration one (predicted, real) pair per anchor STEP where both are
+            known (:attr:`ScoredGroup.pairs`) instead of one per trajectory. Right only when the
+            trajectory score is on the scale of a step score, as with :func:`best_return`; a summed
+            return is not, so ``None`` (the default) means "when the reducer is :func:`best_return`".
+            Needs ``scoring="step"``.
         ledger: the cost ledger to record into; a new one if ``None``.
 
     Raises:
-        ConfigError: ``world_model`` is not a world model.
+        ConfigError: ``world_model`` is not a world model, or ``step_pairs=True`` with
+            ``scoring="episode"`` (there is one prediction per trajectory, no step pairs).
 
     Example:
         >>> from wmrl_envs.toy import CostlyToyEnv, ToyWorldModel
@@ -245,6 +328,7 @@ class GroupedRollout:
         *,
         executor: concurrent.futures.Executor | None = None,
         reducer: Reducer = episode_return,
+        step_pairs: bool | None = None,
         ledger: CostLedger | None = None,
     ) -> None:
         if not isinstance(world_model, WorldModel):
@@ -259,7 +343,15 @@ class GroupedRollout:
             self._env_fn = env_fn
         self.world_model = world_model
         self.config = config if config is not None else RolloutConfig()
+        if step_pairs and self.config.scoring == "episode":
+            raise ConfigError(
+                "step_pairs=True with scoring='episode': the world model predicts whole trajectories, so "
+                "there are no per-step pairs; pass scoring='step' or leave step_pairs unset"
+            )
         self.reducer = reducer
+        self.step_pairs = (
+            reducer is best_return if step_pairs is None else bool(step_pairs)
+        ) and self.config.scoring == "step"
         self.ledger = ledger if ledger is not None else CostLedger()
         self._executor = executor
         self._owns_executor = executor is None
@@ -284,12 +376,15 @@ class GroupedRollout:
 
         Args:
             tasks: one group per task, in order (group ``g`` is ``tasks[g]``).
-            policy: the batched policy.
+            policy: the batched policy (given :class:`TurnContext` histories if its ``act`` takes
+                ``contexts``).
             anchors: which groups are anchors (e.g. ``CorrectionLoop.plan(len(tasks))``).
             scheduler: decides the anchors instead (``select(len(tasks))``); its in-flight anchor
                 groups are released when their executions have finished. Give at most one of
                 ``anchors`` and ``scheduler``; with neither, no group is an anchor.
-            seed: reset seed of trajectory ``i`` is ``seed + i`` (``None``: unseeded resets).
+            seed: every member of group ``g`` resets with ``seed + g``, so a group shares its start
+                state (``None``: unseeded resets, and then an env with random initial states gives the
+                members different ones).
             progress: show a progress bar of finished episodes.
 
         Returns:
@@ -385,15 +480,17 @@ class GroupedRollout:
                     f"task {task.task_id!r} sets reset options {sorted(clash)}, which the rollout decides; "
                     "remove them (anchors come from anchors= or scheduler=)"
                 )
-            options = {**task.options, "anchor": bool(mask[i // size]), "group_id": i // size}
-            obs, info = env.reset(seed=None if seed is None else seed + i, options=options)
+            group_id = i // size
+            options = {**task.options, "anchor": bool(mask[group_id]), "group_id": group_id}
+            obs, info = env.reset(seed=None if seed is None else seed + group_id, options=options)
             running.append(_Running(observations=[obs], infos=[info]))
+        with_contexts = _accepts_contexts(policy)
         with tqdm(total=n, desc="rollout episodes", disable=not progress, leave=False) as bar:
             while True:
                 live = [i for i in range(n) if not running[i].done]
                 if not live:
                     break
-                self._turn(envs, running, live, policy)
+                self._turn(envs, running, live, policy, tasks, with_contexts)
                 bar.update(sum(running[i].done for i in live))
         return [
             self._group(g, task, bool(mask[g]), running[g * size : (g + 1) * size])
@@ -406,10 +503,16 @@ class GroupedRollout:
         running: Sequence[_Running],
         live: Sequence[int],
         policy: Policy[Any, Any],
+        tasks: Sequence[RolloutTask],
+        with_contexts: bool,
     ) -> None:
-        actions = list(
-            policy.act([running[i].observations[-1] for i in live], [running[i].infos[-1] for i in live])
-        )
+        observations = [running[i].observations[-1] for i in live]
+        infos = [running[i].infos[-1] for i in live]
+        if with_contexts:
+            contexts = [self._context(i, running[i], tasks) for i in live]
+            actions = list(policy.act(observations, infos, contexts=contexts))  # type: ignore[call-arg]
+        else:
+            actions = list(policy.act(observations, infos))
         if len(actions) != len(live):
             raise ConfigError(
                 f"policy returned {len(actions)} actions for {len(live)} observations; act() must return "
@@ -443,6 +546,18 @@ class GroupedRollout:
             record.real.append(info[key]["real"])
             record.terminated = bool(terminated)
             record.done = bool(terminated or truncated)
+
+    def _context(self, trajectory_id: int, record: _Running, tasks: Sequence[RolloutTask]) -> TurnContext:
+        group_id, index = divmod(trajectory_id, self.config.group_size)
+        return TurnContext(
+            trajectory_id=trajectory_id,
+            task_id=tasks[group_id].task_id,
+            group_id=group_id,
+            index=index,
+            observations=tuple(record.observations),
+            actions=tuple(record.actions),
+            infos=tuple(record.infos),
+        )
 
     def _predict(self, pending: Mapping[int, PendingStep]) -> dict[int, tuple[Any, float, str | None]]:
         asked = [i for i, step in pending.items() if step.query is not None]
@@ -480,6 +595,14 @@ class GroupedRollout:
         else:
             predicted = tuple(self.reducer(t.predicted) for t in trajectories)
         real = tuple(self.reducer(t.real) for t in trajectories) if anchor else None
+        pairs = None
+        if anchor and self.step_pairs:
+            pairs = tuple(
+                (float(p), float(r))
+                for t in trajectories
+                for p, r in zip(t.predicted, t.real, strict=True)
+                if p is not None and r is not None and math.isfinite(p) and math.isfinite(r)
+            )
         return ScoredGroup(
             group_id=group_id,
             anchor=bool(anchor),
@@ -487,4 +610,5 @@ class GroupedRollout:
             real=real,
             trajectories=trajectories,
             task_id=task.task_id,
+            pairs=pairs,
         )
