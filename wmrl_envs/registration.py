@@ -8,8 +8,6 @@ registering imports nothing heavy; an environment module is imported only when i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gymnasium as gym
 
 __all__ = ["COSTLY_TOY_ID", "KAGGLE_ID", "register_envs", "registered_ids"]
@@ -18,7 +16,8 @@ COSTLY_TOY_ID = "wmrl/CostlyToy-v0"
 """The small costly tuning task, :class:`wmrl_envs.toy.CostlyToyEnv`."""
 
 KAGGLE_ID = "wmrl/Kaggle-v0"
-"""The Kaggle-style AutoResearch env, :class:`wmrl_envs.kaggle.env.KaggleEnv` (when that module exists)."""
+"""The Kaggle-style AutoResearch env, :class:`wmrl_envs.kaggle.env.KaggleEnv`:
+``gymnasium.make("wmrl/Kaggle-v0", competition="titanic")``."""
 
 
 def register_envs() -> tuple[str, ...]:
@@ -28,11 +27,7 @@ def register_envs() -> tuple[str, ...]:
         The ids registered by wmrl (already registered ones included).
     """
     _register(COSTLY_TOY_ID, "wmrl_envs.toy:CostlyToyEnv")
-    # Kaggle env (issue: wmrl_envs/kaggle/env.py, class KaggleEnv): registered as soon as the module
-    # exists. Only the file's existence is checked (nothing is imported: the Kaggle stack pulls pandas),
-    # so an error inside it surfaces when the env is made, never hidden here.
-    if (Path(__file__).resolve().parent / "kaggle" / "env.py").is_file():
-        _register(KAGGLE_ID, "wmrl_envs.kaggle.env:KaggleEnv")
+    _register(KAGGLE_ID, "wmrl_envs.kaggle.env:KaggleEnv")
     return registered_ids()
 
 
