@@ -4,6 +4,12 @@ Why a dispatch table of module paths: each subcommand pulls heavy, optional depe
 torch, transformers, the Docker SDK); importing them only when their subcommand runs keeps
 ``wmrl --help`` instant and lets a user without ``wmrl[llm]`` still build the suite or run the sandbox.
 Each target is a ``main(argv) -> int | object`` function that parses its own arguments.
+
+Why the entry point catches :class:`~wmrl_algos.errors.WMRLError`: every error of the library already
+says what was wrong and how to fix it; a traceback in front of that message only hides it. So a bad
+input prints one ``wmrl <command>: error: ...`` line and exits 2, like an argparse usage error
+(``WMRL_TRACEBACK=1`` shows the traceback for a bug report). Any other exception is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
@@ -11,11 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.metadata
+import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-__all__ = ["SUBCOMMANDS", "main", "parse_dataclass_args"]
+from wmrl_algos.errors import WMRLError
+
+__all__ = ["SUBCOMMANDS", "main", "parse_dataclass_args", "plain_help"]
 
 ArgsT = TypeVar("ArgsT")
 
@@ -27,6 +38,26 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("wmrl_adapters.doctor", "Report which sandboxes, engines and offline models work here."),
 }
 """Subcommand -> (module with a ``main(argv)`` function, one-line help)."""
+
+
+_RST_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_RST_LITERAL = re.compile(r"``([^`]*)``")
+
+
+def plain_help(text: str | None) -> str:
+    """Docstring text as a terminal shows it: reST roles and literals become plain words.
+
+    ``--help`` descriptions often come from docstrings; argparse prints them verbatim, so
+    ``:class:`~wmrl_envs.kaggle.env.KaggleEnv``` would reach the user as markup.
+
+    Example:
+        >>> plain_help("``wmrl suite``: build :class:`~wmrl_envs.kaggle.suite.KaggleSuite` files.")
+        'wmrl suite: build KaggleSuite files.'
+    """
+    if not text:
+        return ""
+    text = _RST_ROLE.sub(lambda match: match.group(1).rsplit(".", 1)[-1], text)
+    return _RST_LITERAL.sub(r"\1", text).strip()
 
 
 def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, description: str) -> ArgsT:
@@ -43,7 +74,7 @@ def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, descripti
         >>> parse_dataclass_args(Args, ["--seeds", "2", "--smoke"], "demo")
         Args(seeds=2, smoke=True)
     """
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(description=plain_help(description))
     kinds: dict[str, Any] = {"int": int, "float": float, "str": str}
     for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
         flag = "--" + spec.name.replace("_", "-")
@@ -58,24 +89,48 @@ def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, descripti
 
 def _usage() -> str:
     width = max(len(name) for name in SUBCOMMANDS)
-    lines = ["usage: wmrl <command> [options]", "", "commands:"]
+    lines = ["usage: wmrl [--version] <command> [options]", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
     lines += ["", "Run 'wmrl <command> --help' for a command's options."]
     return "\n".join(lines)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("wmrl")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``wmrl`` subcommand; returns the process exit status."""
+    """Run one ``wmrl`` subcommand; returns the process exit status.
+
+    Exit status: the subcommand's own (0 on success); 2 for a usage error (no command, an unknown
+    one) and for any :class:`~wmrl_algos.errors.WMRLError`, printed as one line without a traceback.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        print(_usage(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(_usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        print(f"wmrl {_version()}")
         return 0
     command, rest = args[0], args[1:]
     if command not in SUBCOMMANDS:
         print(f"wmrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[command][0])
-    result = module.main(rest)
+    try:
+        module = importlib.import_module(SUBCOMMANDS[command][0])
+        result = module.main(rest)
+    except WMRLError as exc:
+        if os.environ.get("WMRL_TRACEBACK"):
+            raise
+        message = " ".join(str(exc).split())
+        print(f"wmrl {command}: error: {message}", file=sys.stderr)
+        return 2
     return result if isinstance(result, int) else 0
 
 

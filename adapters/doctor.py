@@ -12,6 +12,8 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from wmrl_adapters.cli import plain_help
+
 __all__ = ["Check", "run_checks", "main"]
 
 
@@ -79,7 +81,7 @@ def run_checks() -> list[Check]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print one line per component; exit status 0 when the default sandbox works."""
-    parser = argparse.ArgumentParser(prog="wmrl doctor", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="wmrl doctor", description=plain_help(main.__doc__))
     parser.parse_args(argv)
     checks = run_checks()
     for check in checks:

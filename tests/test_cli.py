@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from wmrl_adapters.cli import SUBCOMMANDS, main
+from wmrl_adapters.cli import SUBCOMMANDS, main, plain_help
 
 
 def _wmrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,6 +31,68 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
 def test_unknown_command_exits_2_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trian"]) == 2
     assert "unknown command 'trian'" in capsys.readouterr().err
+
+
+def test_no_arguments_prints_the_usage_and_exits_2() -> None:
+    result = _wmrl()
+    assert result.returncode == 2
+    assert "usage: wmrl" in result.stderr and "fidelity" in result.stderr
+
+
+def test_version_prints_the_installed_version() -> None:
+    import importlib.metadata
+
+    result = _wmrl("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"wmrl {importlib.metadata.version('wmrl')}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--world-models", "nope"], "unknown ['nope']"),
+        (["--split", "x"], "split='x'"),
+        (["--sandbox", "x"], "unknown sandbox backend 'x'"),
+        (["--world-models", "llm-http"], "needs llm_base_url"),
+        (["--competitions", "nope"], "unknown competitions ['nope']"),
+    ],
+)
+def test_a_bad_input_is_one_error_line_and_exit_2_without_a_traceback(args: list[str], message: str) -> None:
+    result = _wmrl("fidelity", *args, "--quiet")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wmrl fidelity: error: ") and message in lines[0]
+
+
+def test_an_error_keeps_its_traceback_on_request() -> None:
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-m", "wmrl_adapters.cli", "fidelity", "--split", "x", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "WMRL_TRACEBACK": "1"},
+    )
+    assert result.returncode == 1 and "Traceback" in result.stderr and "ConfigError" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["fidelity", "doctor"])
+def test_help_shows_each_default_once_and_no_markup(command: str) -> None:
+    result = _wmrl(command, "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "``" not in text and ":class:" not in text
+    assert "(default: )" not in text
+    for option_help in re.split(r"\s--(?=[a-z])", text):
+        assert option_help.count("(default:") <= 1, option_help
+
+
+def test_plain_help_turns_rest_into_words() -> None:
+    assert plain_help("``wmrl x``: see :func:`~a.b.run` and :class:`Env <gymnasium.Env>`.") == (
+        "wmrl x: see run and Env."
+    )
 
 
 def test_every_subcommand_module_has_a_main() -> None:
