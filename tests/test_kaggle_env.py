@@ -107,14 +107,13 @@ def test_reward_ladder_per_status(concrete: Competition, sandbox: UnsafeSandbox)
         _, reward, terminated, truncated, info = env.step(action)
         assert info["status"] == expected, info["detail"]
         assert not terminated and not truncated
-        if expected == "timeout":
-            assert math.isnan(reward) and info["reward_unknown"] and info["ladder_value"] is None
-            continue
         position = info["position"] if expected == "valid" else None
         assert info["ladder_value"] == pytest.approx(ladder.reward(expected, position))
         assert not info["reward_unknown"]
         rewards.append(reward)
-    assert rewards == pytest.approx([0.0, 0.0, 0.1, 0.1, rewards[-1]])
+    assert rewards == pytest.approx([0.0, 0.0, 0.1, 0.1, 0.0, rewards[-1]]), (
+        "a timeout earns the runtime-error rung: no improvement over an earlier crash"
+    )
     assert sum(rewards) == pytest.approx(info["best_ladder_value"]), "the return is the best ladder value"
     _, reward, *_ = env.step("```python\nraise SystemExit(3)\n```")
     assert reward == 0.0, "a worse execution after a better one costs nothing"
@@ -296,7 +295,8 @@ def test_apply_prediction_advances_without_executing(concrete: Competition) -> N
     assert env.world_model_context().turn == 2
 
     assert env.step_reward(predicted) == pytest.approx(expected), "per execution: the ladder value itself"
-    assert env.step_reward(Outcome(status="timeout")) is None
+    assert env.step_reward(Outcome(status="timeout")) == pytest.approx(0.1), "a timeout is a runtime error"
+    assert env.step_reward(Outcome(status="sandbox_error")) is None
     _, reward, terminated, _, info = env.apply_prediction("x", Prediction(None, observation="garbled text"))
     assert math.isnan(reward) and info["reward_unknown"] and terminated
 

@@ -122,3 +122,29 @@ def test_unknown_ids_and_splits_are_refused(suite: KaggleSuite, tmp_path: Path) 
         suite.get("nope")
     with pytest.raises(ConfigError, match="split"):
         suite.ids("validation")  # type: ignore[arg-type]
+
+
+def test_four_concurrent_builders_on_a_fresh_dir_all_succeed(tmp_path: Path) -> None:
+    """Four trainers starting at once on a fresh machine used to race (``Directory not empty``)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "fresh"
+    ids = ["concrete-strength", "titanic-survival"]
+    script = (
+        "import sys; from pathlib import Path; from wmrl_envs.kaggle.suite import build_suite, KaggleSuite; "
+        f"root = build_suite(Path(sys.argv[1]), ids={ids!r}, force=sys.argv[2] == '1', progress=False); "
+        "print(sorted(KaggleSuite(root).ids()))"
+    )
+    builders = [subprocess.Popen([sys.executable, "-c", script, str(root), "1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(4)]
+    outputs = [builder.communicate(timeout=300) for builder in builders]
+    for builder, (stdout, stderr) in zip(builders, outputs, strict=True):
+        assert builder.returncode == 0, stderr[-2000:]
+        assert stdout.strip() == repr(sorted(ids))
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert sorted(manifest["competitions"]) == sorted(ids)
+    leftovers = [path.name for path in root.iterdir() if path.name.startswith(".") and path.is_dir()]
+    assert leftovers == [], "no staging directory may be left behind"
+    assert KaggleSuite(root).get("titanic-survival", with_leaderboard=False).load_answers().shape[0] > 0

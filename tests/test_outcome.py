@@ -1,4 +1,4 @@
-"""The reward ladder and MLE-Dojo's position score (DESIGN.md §4)."""
+"""The reward ladder (docs/design.md, section "Reward ladder") and MLE-Dojo's position score."""
 
 from __future__ import annotations
 
@@ -21,9 +21,15 @@ def test_valid_reward_is_half_plus_half_the_position() -> None:
     assert ladder.reward("valid", 1.0) == 1.0
 
 
-@pytest.mark.parametrize("status", ["timeout", "sandbox_error"])
-def test_unknown_outcomes_are_none_not_zero(status: str) -> None:
-    assert RewardLadder().reward(status, 1.0) is None  # type: ignore[arg-type]
+def test_an_infrastructure_failure_is_none_not_zero() -> None:
+    assert RewardLadder().reward("sandbox_error", 1.0) is None
+
+
+def test_a_timeout_is_the_solutions_failure_and_gets_the_runtime_error_rung() -> None:
+    ladder = RewardLadder(runtime_error=0.25)
+    assert ladder.reward("timeout", None) == ladder.reward("runtime_error", None) == 0.25, (
+        "stalling a crash into a timeout must not turn a low reward into an unknown one"
+    )
 
 
 def test_valid_without_a_position_is_unknown() -> None:

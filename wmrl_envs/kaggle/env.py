@@ -14,8 +14,9 @@ An episode is one competition and up to ``max_turns`` executions:
   returns the sandbox log (:func:`~wmrl_envs.kaggle.feedback.format_feedback`): exit status, the tails
   of stdout/stderr, the traceback and the **public** score only.
 
-Reward: the ladder value of an execution is ``RewardLadder.reward(status, position)`` (DESIGN.md §4;
-the position score is the private score's rank on the private leaderboard). Two reward schemes:
+Reward: the ladder value of an execution is ``RewardLadder.reward(status, position)``
+(``docs/design.md``, section "Reward ladder"; the position score is the private score's rank on the
+private leaderboard). Two reward schemes:
 
 * ``reward="per_execution"`` (default): each step's reward is that execution's ladder value. Why the
   default: under :class:`~wmrl_envs.wrapper.WorldModelWrapper` an anchor episode pairs the world
@@ -26,13 +27,20 @@ the position score is the private score's rank on the private leaderboard). Two 
   the best ladder value of the episode, as on Kaggle where the best entry counts. Use it for plain RL
   without anchor pairs: a per-execution prediction is not on its scale.
 
-An unknown outcome (timeout, sandbox failure) gives a NaN reward, ``info["reward_unknown"] = True``,
-and leaves the best value unchanged: it is never read as 0.
+A timeout is the solution's failure and gets the runtime-error rung (stalling must not pay). Only an
+unknown outcome (the sandbox infrastructure failed) gives a NaN reward, ``info["reward_unknown"] =
+True``, and leaves the best value unchanged: it is never read as 0.
+
+Agent output is hostile too (``docs/threat-model.md``): an action longer than the action space's
+:data:`MAX_TEXT_LENGTH` is ``malformed`` without being parsed, fences are found in linear time, the
+trainer never compiles the solution (the sandbox reports syntax errors), the submission is graded
+with bounded work (:mod:`~wmrl_envs.kaggle.grading`), and its copy is deleted once graded.
 
 ``info`` (for the trainer, never shown to the agent) holds ``status``, ``score`` (private),
 ``public_score``, ``position``, ``medal``, ``above_median``, ``ladder_value``, ``best_ladder_value``,
 ``reward_unknown``, ``wall_s``, ``cpu_s``, ``max_rss_mb``, ``exit_code``, ``detail``, ``turn``,
-``competition_id`` and ``simulated``.
+``competition_id``, ``backend`` (the sandbox that ran it), ``isolated`` (``False`` on the unisolated
+``unsafe`` backend, whose rewards are not to be trusted; ``None`` when simulated) and ``simulated``.
 """
 
 from __future__ import annotations
@@ -40,7 +48,6 @@ from __future__ import annotations
 import math
 import re
 import string
-import traceback as traceback_module
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -66,42 +73,93 @@ CHARSET: str = string.printable + "".join(chr(code) for code in range(0xA0, 0x18
 """Characters of observations and actions: printable ASCII with newlines and tabs, plus Latin-1 and
 Latin Extended-A. Anything else in a log or an inventory is replaced by ``?``."""
 MAX_TEXT_LENGTH = 200_000
-_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+_FENCE_OPEN = re.compile(r" {0,3}(?P<ticks>`{3,})[ \t]*(?P<lang>[^`\s]*)[^`]*")
 _CODE_LINE = re.compile(
-    r"^\s*(import\s+\w|from\s+[\w.]+\s+import\s|def\s+\w+\s*\(|class\s+\w+|for\s+.+:\s*$|while\s+.+:\s*$|"
-    r"if\s+.+:\s*$|with\s+.+:\s*$|print\(|[A-Za-z_][\w.\[\]'\"]*\s*=[^=])",
-    re.MULTILINE,
+    r"import[ \t]++\w|from[ \t]++[\w.]++[ \t]++import[ \t]|def[ \t]++\w++[ \t]*+\(|class[ \t]++\w|"
+    r"(?:for|while|if|with)[ \t][^\n]*+(?<=:)|print\(|"
+    r"[A-Za-z_][\w.]*+[ \t]*+(?:\[[^=\]\n]*+\])?+[ \t]*+=(?!=)"
 )
+"""One line of Python (matched against a stripped line; possessive quantifiers keep it linear)."""
 _ALLOWED = frozenset(CHARSET)
+_UNISOLATED_BACKENDS = frozenset({"unsafe", "unsafe-warm"})
+
+
+def _fenced_blocks(message: str) -> list[tuple[str, str]]:
+    """``(info word, body)`` of every fenced code block, by CommonMark's rules, in one pass over the lines.
+
+    A fence opens on a line that starts (after at most three spaces) with three or more backticks and
+    closes only on a line holding nothing but at least as many backticks (and spaces): a ```` ``` ````
+    inside a string or after code on the same line never cuts a block. An unclosed block runs to the
+    end of the message. Linear in the message length, whatever the message.
+    """
+    blocks: list[tuple[str, str]] = []
+    open_ticks = 0
+    lang = ""
+    body: list[str] = []
+    for line in message.split("\n"):
+        if open_ticks:
+            stripped = line.strip(" \t")
+            indent = len(line) - len(line.lstrip(" "))
+            if indent <= 3 and len(stripped) >= open_ticks and not stripped.strip("`"):
+                blocks.append((lang, "".join(body)))
+                open_ticks, body = 0, []
+            else:
+                body.append(line + "\n")
+            continue
+        opening = _FENCE_OPEN.fullmatch(line)
+        if opening is not None:
+            open_ticks, lang, body = len(opening.group("ticks")), opening.group("lang").lower(), []
+    if open_ticks:
+        text = "".join(body)
+        blocks.append((lang, text[:-1] if text.endswith("\n") and not message.endswith("\n") else text))
+    return blocks
 
 
 def extract_code(message: str) -> str | None:
     """The Python solution in an agent's message, or ``None`` when it holds no code.
 
-    The first ```` ```python ```` (or ``py``) fenced block wins; else the first unlabelled fenced
-    block; else, with no fence at all, the whole message if it compiles or has a line that looks like
-    Python (an import, a def, an assignment...). Prose alone is not code.
+    The first ```` ```python ```` (or ``py``/``python3``) fenced block wins; else the first unlabelled
+    fenced block; else, with no fence at all, the whole message if one of its lines looks like Python
+    (an import, a def, an assignment, a ``print(``...). Prose alone is not code. Fences follow
+    CommonMark (see :func:`_fenced_blocks`); nothing is compiled here: the sandbox reports syntax
+    errors, so hostile source never reaches the trainer's compiler. Linear time in the message.
 
     >>> extract_code("Here:\\n```python\\nprint(1)\\n```\\nDone.")
     'print(1)\\n'
     >>> extract_code("import pandas as pd") is not None, extract_code("I would use a random forest.")
     (True, None)
     """
-    fences = list(_FENCE.finditer(message))
+    fences = _fenced_blocks(message)
     for wanted in (("python", "py", "python3"), ("",)):
-        for match in fences:
-            if match.group("lang").lower() in wanted and match.group("body").strip():
-                return match.group("body")
+        for lang, body in fences:
+            if lang in wanted and body.strip():
+                return body
     if fences:
         return None
     text = message.strip()
     if not text:
         return None
-    try:
-        compile(text, "solution.py", "exec")
-    except (SyntaxError, ValueError):
-        return text + "\n" if _CODE_LINE.search(text) else None
-    return text + "\n" if _CODE_LINE.search(text) or "\n" in text or "(" in text else None
+    looks_like_code = any(_CODE_LINE.match(line.strip(" \t")) for line in text.split("\n"))
+    return text + "\n" if looks_like_code else None
+
+
+def _solution_of(action: object) -> str | Outcome:
+    """The solution to run, or the ``malformed`` outcome that replaces running it."""
+    if not isinstance(action, str):
+        return Outcome(status="malformed", detail=f"the action is a {type(action).__name__}, not text")
+    if len(action) > MAX_TEXT_LENGTH:
+        return Outcome(
+            status="malformed",
+            detail=f"the action is {len(action):,} characters; the action space allows at most "
+            f"{MAX_TEXT_LENGTH:,}: send one shorter solution",
+        )
+    code = extract_code(action)
+    if code is None:
+        return Outcome(
+            status="malformed",
+            detail="no Python solution found in the message; put it in a ```python fenced block",
+        )
+    return code
 
 
 def _clean(text: str) -> str:
@@ -131,8 +189,8 @@ class KaggleEnvConfig:
 
     Attributes:
         max_turns: executions per episode (the paper uses up to 4). Must be >= 1.
-        timeout_s: wall-clock limit of one execution; a run past it is killed and its outcome is
-            unknown (NaN reward). Must be > 0.
+        timeout_s: wall-clock limit of one execution; a run past it is killed and rewarded like a
+            runtime error. Must be > 0.
         memory_mb: memory limit of one execution. Must be >= 256.
         max_submission_mb: size cap on the graded submission file. Must be >= 1.
         feedback_chars: approximate size of the log shown after each execution. Must be >= 400.
@@ -189,7 +247,7 @@ class KaggleEnv(gym.Env[str, str]):
         ConfigError: an invalid setting, an unknown competition, or one outside ``split``.
 
     Example:
-        >>> env = KaggleEnv("concrete-strength", sandbox="unsafe")  # doctest: +SKIP
+        >>> env = KaggleEnv("concrete-strength", sandbox="local")  # doctest: +SKIP
         >>> observation, info = env.reset(seed=0)  # doctest: +SKIP
         >>> code = "import shutil; shutil.copy('input/sample_submission.csv', 'submission.csv')"
         >>> observation, reward, terminated, truncated, info = env.step(code)  # doctest: +SKIP
@@ -319,20 +377,12 @@ class KaggleEnv(gym.Env[str, str]):
 
     def execute(self, action: str) -> Outcome:
         """Run one action for real and grade it, without touching the episode's state."""
+        return self._execute(action, _solution_of(action))
+
+    def _execute(self, action: str, code: str | Outcome) -> Outcome:
         competition = self._require_episode()
-        code = extract_code(action)
-        if code is None:
-            return Outcome(
-                status="malformed",
-                detail="no Python solution found in the message; put it in a ```python fenced block",
-            )
-        try:
-            compile(code, "solution.py", "exec")
-        except (SyntaxError, ValueError) as error:
-            report = "".join(traceback_module.format_exception_only(type(error), error))
-            return Outcome(
-                status="syntax_error", exit_code=1, traceback=report, stderr_tail=report, detail=str(error)
-            )
+        if isinstance(code, Outcome):
+            return code
         request = ExecutionRequest(
             code=code,
             inputs=competition.public_files(),
@@ -343,15 +393,30 @@ class KaggleEnv(gym.Env[str, str]):
         try:
             result = self.sandbox.run(request)
         except SandboxError as error:
-            return Outcome(status="sandbox_error", detail=f"the sandbox failed: {error}")
-        return grade_execution(result, competition, max_bytes=self.config.max_submission_mb * 1024 * 1024)
+            return Outcome(status="sandbox_error", detail=f"the sandbox failed: {error}",
+                           backend=getattr(self.sandbox, "name", ""))
+        try:
+            return grade_execution(result, competition, max_bytes=self.config.max_submission_mb * 1024 * 1024)
+        finally:
+            if result.output is not None:
+                result.output.unlink(missing_ok=True)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Execute the solution in ``action`` and return the sandbox log, the ladder improvement, ..."""
+        """Execute the solution in ``action`` and return its sandbox log and reward.
+
+        The reward follows ``config.reward``: by default (``"per_execution"``) it is this execution's
+        ladder value, ``RewardLadder.reward(status, position)``; with ``"best_improvement"`` it is the
+        improvement of the episode's best ladder value. An action longer than the action space's
+        :data:`MAX_TEXT_LENGTH`, or one with no solution in it, is ``malformed`` (nothing runs).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``; see the module docstring for ``info``.
+        """
         self._require_episode()
-        code = extract_code(action)
-        outcome = self.execute(action)
-        return self._advance(code or action, outcome, simulated=False)
+        code = _solution_of(action)
+        outcome = self._execute(action, code)
+        solution = action[:MAX_TEXT_LENGTH] if isinstance(code, Outcome) else code
+        return self._advance(solution, outcome, simulated=False)
 
     def _ladder_value(self, outcome: Outcome) -> float | None:
         position = outcome.position
@@ -414,6 +479,8 @@ class KaggleEnv(gym.Env[str, str]):
             "max_rss_mb": outcome.extra.get("max_rss_mb"),
             "exit_code": outcome.exit_code,
             "detail": outcome.detail,
+            "backend": outcome.backend,
+            "isolated": outcome.backend not in _UNISOLATED_BACKENDS if outcome.backend else None,
             "simulated": simulated,
         }
         return text, float(reward), terminated, False, info
@@ -443,7 +510,8 @@ class KaggleEnv(gym.Env[str, str]):
         observation = prediction.observation if isinstance(prediction.observation, str) else None
         if outcome is None and observation is not None:
             outcome = parse_feedback(observation)
-        code = extract_code(action) or action
+        solution = _solution_of(action)
+        code = action[:MAX_TEXT_LENGTH] if isinstance(solution, Outcome) else solution
         end = bool(prediction.terminated)
         if outcome is not None:
             own = prediction.reward

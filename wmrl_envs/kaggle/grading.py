@@ -7,9 +7,12 @@ filled in, a NaN read as 0, a duplicated id counted twice) is a reward the polic
 Every rejection says exactly what was wrong, because that text becomes the agent's feedback.
 
 Checks, in order: a file exists; it is a regular file (no symlink, FIFO or device); it is at most
-``max_bytes``; it parses as CSV; its header is exactly ``{id_column, target}``; ids are unique; the id
-set equals the test set's; every prediction is valid for the metric (a finite number, a probability
-in [0, 1], or one of the training labels).
+``max_bytes``; it parses as UTF-8 CSV with bounded work (the header is refused unless it has two
+columns, every row has two cells of at most :data:`MAX_CELL_CHARS` characters, reading stops past the
+test set's row count); its header is exactly ``{id_column, target}``; ids are unique; the id set
+equals the test set's; every prediction is valid for the metric (a finite number, a probability in
+[0, 1], or one of the training labels; a label's number such as ``1e300`` or ``2**63`` is just not a
+label). The file is untrusted: whatever it makes the grader raise becomes a status with a detail.
 
 Scores: the private rows of the answers give ``score`` (the reward's source, never shown); the public
 rows give ``public_score`` (the only score the agent sees). The position score, medal and above-median
@@ -18,6 +21,8 @@ come from the private leaderboard.
 
 from __future__ import annotations
 
+import csv
+import math
 import os
 import re
 import stat
@@ -35,6 +40,7 @@ from wmrl_envs.sandbox.base import ExecutionResult
 
 __all__ = [
     "DEFAULT_MAX_SUBMISSION_BYTES",
+    "MAX_CELL_CHARS",
     "SubmissionRejected",
     "GradeReport",
     "read_submission",
@@ -44,6 +50,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_SUBMISSION_BYTES = 32 * 1024 * 1024
+MAX_CELL_CHARS = 1024
+"""Longest id or prediction cell accepted (a probability, a number or a label is far shorter)."""
+_MAX_EXACT_INTEGER = 2**53
 _SYNTAX_ERRORS = re.compile(r"^(SyntaxError|IndentationError|TabError)\b")
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 
@@ -97,13 +106,80 @@ def _check_file(path: Path | None, max_bytes: int) -> Path:
     return path
 
 
-def _normalise_labels(values: pd.Series, labels: tuple[str, ...]) -> pd.Series:
-    text = values.str.strip()
-    if labels and all(re.fullmatch(r"-?\d+", label) for label in labels):
-        numeric = pd.to_numeric(text, errors="coerce")
-        integral = numeric.notna() & np.isfinite(numeric) & (numeric == numeric.round())
-        text = text.where(~integral, numeric.where(integral).astype("Int64").astype(str))
+def _normalise_label(text: str) -> str:
+    """``"1.0"`` and ``" 1 "`` -> ``"1"`` (an exactly representable integral number); else stripped."""
+    text = text.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if math.isfinite(number) and number.is_integer() and abs(number) <= _MAX_EXACT_INTEGER:
+        return str(int(number))
     return text
+
+
+def _normalise_labels(values: pd.Series, labels: tuple[str, ...]) -> pd.Series:
+    if labels and all(re.fullmatch(r"-?\d+", label) for label in labels):
+        return values.map(_normalise_label)
+    return values.str.strip()
+
+
+def _shown(columns: list[str]) -> str:
+    """A column list for a one-sentence detail: at most five names, each cut to 40 characters."""
+    names = [name if len(name) <= 40 else name[:40] + "..." for name in columns[:5]]
+    more = f" and {len(columns) - 5:,} more" if len(columns) > 5 else ""
+    return f"{names}{more}"
+
+
+def _read_table(path: Path, expected: list[str], test_rows: int) -> tuple[list[str], list[list[str]]]:
+    """Parse the CSV with bounded work: the header, then rows of ``len(expected)`` cells, a bounded number.
+
+    Why not ``pandas.read_csv``: it materialises whatever the file declares (a 100,000-column header
+    cost 54 s and 380 MB of the trainer's memory) before any check can run. Here the header is
+    refused at once unless it has the expected width, each row must have that width, each cell is at
+    most :data:`MAX_CELL_CHARS` characters, and reading stops past twice the test set's size (room
+    to report duplicated ids): the work is linear in the (size-capped) file and the memory linear in
+    the test set.
+    """
+    width = len(expected)
+    max_rows = 2 * test_rows + 100
+    rows: list[list[str]] = []
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, strict=True)
+            header: list[str] | None = None
+            for cells in reader:
+                if not cells or (len(cells) == 1 and not cells[0].strip()):
+                    continue
+                if header is None:
+                    header = [cell.strip() for cell in cells]
+                    if len(header) != width:
+                        raise SubmissionRejected(
+                            f"submission.csv has {len(header):,} columns {_shown(header)}; expected exactly "
+                            f"{expected}"
+                        )
+                    continue
+                if len(cells) != width:
+                    raise SubmissionRejected(
+                        f"row {reader.line_num} of submission.csv has {len(cells)} cells; expected {width} "
+                        f"({','.join(expected)})"
+                    )
+                if any(len(cell) > MAX_CELL_CHARS for cell in cells):
+                    raise SubmissionRejected(
+                        f"row {reader.line_num} of submission.csv has a cell over {MAX_CELL_CHARS} characters"
+                    )
+                if len(rows) >= max_rows:
+                    raise SubmissionRejected(
+                        f"submission.csv has more than {max_rows:,} rows for a test set of {test_rows:,}; "
+                        "write one row per test id"
+                    )
+                rows.append(cells)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise SubmissionRejected(f"submission.csv is not a readable UTF-8 CSV ({reason})") from None
+    if header is None:
+        raise SubmissionRejected("submission.csv has no header row")
+    return header, rows
 
 
 def read_submission(
@@ -119,15 +195,11 @@ def read_submission(
     """
     path = _check_file(path, max_bytes)
     expected = [competition.id_column, competition.target]
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        reason = " ".join(str(exc).split())
-        raise SubmissionRejected(f"submission.csv is not a readable CSV ({reason})") from None
-    columns = [str(column).strip() for column in frame.columns]
+    answers = competition.load_answers()
+    columns, rows = _read_table(path, expected, test_rows=len(answers))
     if sorted(columns) != sorted(expected):
-        raise SubmissionRejected(f"submission.csv has columns {columns}; expected exactly {expected}")
-    frame.columns = columns
+        raise SubmissionRejected(f"submission.csv has columns {_shown(columns)}; expected exactly {expected}")
+    frame = pd.DataFrame(rows, columns=columns, dtype=str)
     ids = frame[competition.id_column].str.strip()
     duplicated = ids[ids.duplicated()]
     if len(duplicated):
@@ -135,7 +207,6 @@ def read_submission(
             f"submission.csv has {len(duplicated)} duplicated ids (e.g. {duplicated.iloc[0]!r}); "
             "write one row per id"
         )
-    answers = competition.load_answers()
     expected_ids = answers[competition.id_column].astype(str)
     missing = sorted(set(expected_ids) - set(ids))
     unexpected = sorted(set(ids) - set(expected_ids))
@@ -233,8 +304,10 @@ def grade_execution(
     """Turn a sandbox result into an :class:`Outcome` (status, scores, ranks, log tails).
 
     ``ok`` runs are graded (``valid`` or ``no_submission``); a non-zero exit or a resource kill is a
-    ``runtime_error`` (``syntax_error`` when Python could not compile the file); a timeout or a
-    sandbox failure is unknown (``timeout`` / ``sandbox_error``), never a low score.
+    ``runtime_error`` (``syntax_error`` when Python could not compile the file); a timeout is
+    ``timeout`` (rewarded like a runtime error); a sandbox failure is ``sandbox_error`` (unknown, never
+    a low score). Whatever the submission file holds, this returns an outcome: an unexpected failure
+    of the grader on it is a ``no_submission`` whose detail names the error.
     """
     extra: dict[str, float] = {}
     if result.cpu_s is not None:
@@ -243,6 +316,7 @@ def grade_execution(
         extra["max_rss_mb"] = float(result.max_rss_mb)
     logs = Outcome(
         status="sandbox_error",
+        backend=result.backend,
         stdout_tail=result.stdout[-tail_chars:],
         stderr_tail=result.stderr[-tail_chars:],
         traceback=extract_traceback(result.stderr)[-tail_chars:],
@@ -269,6 +343,10 @@ def grade_execution(
         report = score_submission(result.output, competition, max_bytes=max_bytes)
     except SubmissionRejected as rejection:
         return replace(logs, status="no_submission", detail=rejection.detail)
+    except Exception as error:  # the file is hostile: whatever it triggers is a status, not a crash
+        reason = " ".join(str(error).split())[:200]
+        return replace(logs, status="no_submission",
+                       detail=f"submission.csv could not be graded ({type(error).__name__}: {reason})")
     if report.public_position is not None:
         extra["public_position"] = report.public_position
     return replace(

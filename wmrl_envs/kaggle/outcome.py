@@ -5,9 +5,12 @@ feedback parser (which reads a simulated log back) must agree on one vocabulary 
 reward ladder and one public context. The context holds only what a Kaggle participant sees: the
 overview, the data inventory, the metric and the public leaderboard. Hidden answers never appear here.
 
-Reward ladder (DESIGN.md §4, configurable): malformed / syntax error 0.0, runtime error 0.1, ran but no
-valid submission 0.2, valid 0.5 + 0.5 × leaderboard position score. A timeout or a sandbox failure is
-unknown (``None``), never 0.
+Reward ladder (``docs/design.md``, section "Reward ladder"; configurable): malformed / syntax error 0.0,
+runtime error or timeout 0.1, ran but no valid submission 0.2, valid 0.5 + 0.5 × leaderboard position
+score. A timeout is the solution's own failure and gets the runtime-error rung, as the reference grader
+does: were it unknown, wrapping a crash in ``except Exception: while True: pass`` would turn a 0.1 into
+a trajectory that drops out of its group, and a policy would learn to stall. Only a failure of the
+infrastructure (the sandbox crashed, a worker was lost) is unknown (``None``), never 0.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ ExecutionStatus = Literal[
 ]
 """``malformed``: no Python solution in the action. ``syntax_error``: it does not compile.
 ``runtime_error``: it raised or was killed by a resource limit. ``no_submission``: it ran but wrote no
-valid submission (missing, wrong schema, NaNs...). ``valid``: graded. ``timeout`` and ``sandbox_error``:
-the outcome is unknown."""
+valid submission (missing, wrong schema, NaNs...). ``valid``: graded. ``timeout``: it ran past the
+wall-clock limit (the solution's failure: rewarded like ``runtime_error``). ``sandbox_error``: the
+infrastructure failed; the outcome is unknown."""
 
 TaskType = Literal["binary", "multiclass", "regression"]
 
@@ -59,12 +63,17 @@ def position_score(score: float, leaderboard: tuple[float, ...], higher_is_bette
 
 @dataclass(frozen=True)
 class RewardLadder:
-    """Maps an execution status and position score to a reward (DESIGN.md §4 defaults).
+    """Maps an execution status and position score to a reward (``docs/design.md`` defaults).
+
+    ``timeout`` shares the ``runtime_error`` rung; ``sandbox_error`` (and a valid submission without a
+    position) is unknown.
 
     Example:
         >>> RewardLadder().reward("valid", 0.5)
         0.75
-        >>> RewardLadder().reward("timeout", None) is None
+        >>> RewardLadder().reward("timeout", None)
+        0.1
+        >>> RewardLadder().reward("sandbox_error", None) is None
         True
     """
 
@@ -81,12 +90,13 @@ class RewardLadder:
             if position is None:
                 return None
             return self.valid_base + self.valid_scale * position
-        if status in ("timeout", "sandbox_error"):
+        if status == "sandbox_error":
             return None
         return {
             "malformed": self.malformed,
             "syntax_error": self.syntax_error,
             "runtime_error": self.runtime_error,
+            "timeout": self.runtime_error,
             "no_submission": self.no_submission,
         }[status]
 
@@ -144,6 +154,9 @@ class Outcome:
         exit_code: the process exit code, when it exited by itself.
         wall_s: execution seconds.
         detail: why a submission was rejected, which limit was hit, etc.
+        extra: numeric measurements (``cpu_s``, ``max_rss_mb``, ``public_position``).
+        backend: the sandbox backend that ran it (``""`` for a predicted outcome); ``"unsafe"`` means
+            the solution ran unisolated and its answers were reachable.
     """
 
     status: ExecutionStatus
@@ -159,3 +172,4 @@ class Outcome:
     wall_s: float = 0.0
     detail: str = ""
     extra: dict[str, float] = field(default_factory=dict)
+    backend: str = ""

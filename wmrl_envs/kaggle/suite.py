@@ -34,12 +34,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib import util as importlib_util
@@ -531,6 +533,28 @@ def build_suite(
     if unknown:
         raise ConfigError(f"unknown built-in competitions {unknown}; choose from {sorted(_SPECS_BY_ID)}")
     root.mkdir(parents=True, exist_ok=True)
+    with _build_lock(root):
+        _build_locked(root, wanted, force=force, progress=progress)
+    return root
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path) -> Iterator[None]:
+    """Serialise builders of one suite directory (trainers started together on a fresh machine).
+
+    An exclusive ``flock`` on ``<root>/.build.lock``: the kernel drops it when its holder dies, so a
+    killed builder never blocks the next one. Each competition is still written in a temporary
+    directory and renamed into place, so a reader never sees a half-written competition.
+    """
+    with open(root / ".build.lock", "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _build_locked(root: Path, wanted: list[str], *, force: bool, progress: bool) -> None:
     recorded = _read_manifest(root)
     entries = dict(recorded)
     for competition_id in tqdm(wanted, desc="kaggle suite", disable=not progress, leave=False):
@@ -543,7 +567,7 @@ def build_suite(
         try:
             _write_competition(_SPECS_BY_ID[competition_id], staging / "competition")
             if directory.exists():
-                shutil.rmtree(directory)
+                os.replace(directory, staging / "previous")
             os.replace(staging / "competition", directory)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -560,7 +584,6 @@ def build_suite(
         temporary = root / f".manifest-{os.getpid()}.json"
         temporary.write_text(text)
         os.replace(temporary, manifest_path)
-    return root
 
 
 class KaggleSuite:
