@@ -94,3 +94,70 @@ def test_close_destroys_idle_workers(warm: WarmSandbox) -> None:
 def test_invalid_pool_settings_are_refused(pool_size: int, max_configs: int) -> None:
     with pytest.raises(ConfigError):
         WarmSandbox(BubblewrapSandbox(strict=False), pool_size=pool_size, max_configs=max_configs)
+
+
+_WRITE = "open('submission.csv', 'w').write('id,y\\n1,0\\n')"
+SAME_WARM_AND_COLD = {
+    "non-daemon thread writes the submission late": (
+        "import threading, time\n"
+        f"def late():\n    time.sleep(0.3)\n    {_WRITE}\n"
+        "threading.Thread(target=late).start()\n"
+    ),
+    "file left open at module level": (
+        "handle = open('submission.csv', 'w')\nhandle.write('id,y\\n1,0\\n')\n"
+    ),
+    "executor never shut down": (
+        "import time\nfrom concurrent.futures import ThreadPoolExecutor\n"
+        f"pool = ThreadPoolExecutor(1)\npool.submit(lambda: (time.sleep(0.3), {_WRITE}))\n"
+    ),
+    "uncaught exception": "def f():\n    raise KeyError('boom')\nf()\n",
+    "syntax error": "def broken(:\n    pass\n",
+    "names of the bootstrap are not visible": "print(sys.argv)\n",
+    "exit with a message": "raise SystemExit('bye')\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_WARM_AND_COLD))
+def test_same_code_gets_the_same_result_warm_and_cold(case: str) -> None:
+    try:
+        cold_backend = BubblewrapSandbox(strict=True)
+    except IsolationUnavailableError as exc:
+        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
+    warm = WarmSandbox(BubblewrapSandbox(strict=True), pool_size=1, preload=PRELOAD)
+    try:
+        request = _request(SAME_WARM_AND_COLD[case])
+        cold = cold_backend.run(request)
+        warm.warm_up(request, wait=True)
+        hot = warm.run(request)
+        assert warm.warm_hits == 1
+        assert (hot.status, hot.exit_code, hot.stdout, hot.stderr) == (
+            cold.status, cold.exit_code, cold.stdout, cold.stderr), case
+        assert (hot.output is None) == (cold.output is None), case
+        if cold.output is not None and hot.output is not None:
+            assert hot.output.read_bytes() == cold.output.read_bytes() == b"id,y\n1,0\n"
+    finally:
+        warm.close()
+        cold_backend.close()
+
+
+def test_preloaded_modules_do_not_count_against_the_solutions_memory() -> None:
+    """A solution that fits its memory limit cold must fit it warm, with pandas already loaded."""
+    try:
+        cold_backend = BubblewrapSandbox(strict=True)
+    except IsolationUnavailableError as exc:
+        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
+    warm = WarmSandbox(BubblewrapSandbox(strict=True), pool_size=1, preload=("numpy", "pandas"))
+    try:
+        code = "block = bytearray(215 * 2**20)\nprint(len(block) // 2**20)\n"
+        request = ExecutionRequest(code=code, timeout_s=60, memory_mb=256)
+        cold = cold_backend.run(request)
+        warm.warm_up(request, wait=True)
+        hot = warm.run(request)
+        assert cold.status == "ok", cold.detail
+        assert warm.warm_hits == 1 and (hot.status, hot.stdout) == (cold.status, cold.stdout), hot.detail
+        over = ExecutionRequest(code="block = bytearray(400 * 2**20)\n", timeout_s=60, memory_mb=256)
+        warm.warm_up(over, wait=True)
+        assert warm.run(over).status == cold_backend.run(over).status == "killed", "the limit still holds"
+    finally:
+        warm.close()
+        cold_backend.close()

@@ -9,7 +9,9 @@ v2 mount has no controllers); when the hierarchy is not writable, :func:`cgroup_
 and the caller decides whether that is acceptable (``strict``).
 
 Each run gets its own groups, created below the *current* process's groups so that any limit already
-imposed on the caller still applies.
+imposed on the caller still applies. A CPU quota (the ``cpu`` controller's CFS bandwidth) keeps one
+run from starving concurrent runs into timeouts. Groups are named after their owner process
+(:func:`~wmrl_envs.sandbox.lifetime.owner_tag`), so a sweep can remove those of a dead owner.
 """
 
 from __future__ import annotations
@@ -22,13 +24,24 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CGROUP_V1_ROOT", "CgroupUsage", "RunCgroups", "TailBuffer", "cgroup_v1_available"]
+from wmrl_envs.sandbox.lifetime import owner_tag
+
+__all__ = [
+    "CGROUP_V1_ROOT",
+    "CgroupUsage",
+    "RunCgroups",
+    "TailBuffer",
+    "cgroup_v1_available",
+    "kill_cgroup_members",
+    "sandbox_cgroup_parents",
+]
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup v1 controllers are mounted (one directory per controller)."""
 
 _CONTROLLERS = ("memory", "pids")
-_OPTIONAL_CONTROLLERS = ("cpuacct",)
+_OPTIONAL_CONTROLLERS = ("cpuacct", "cpu")
+_CFS_PERIOD_US = 100_000
 
 
 def _own_cgroup_dir(controller: str) -> Path | None:
@@ -43,6 +56,31 @@ def _own_cgroup_dir(controller: str) -> Path | None:
             directory = CGROUP_V1_ROOT / controller / path.lstrip("/")
             return directory if directory.is_dir() else None
     return None
+
+
+def sandbox_cgroup_parents() -> list[Path]:
+    """The directories in which this process creates run cgroups (one per mounted controller)."""
+    parents = (_own_cgroup_dir(controller) for controller in (*_CONTROLLERS, *_OPTIONAL_CONTROLLERS))
+    return sorted({parent for parent in parents if parent is not None})
+
+
+def kill_cgroup_members(directory: Path, deadline_s: float = 5.0) -> int:
+    """SIGKILL every process in a cgroup directory until it is empty; returns how many were signalled."""
+    killed: set[int] = set()
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            pids = [int(pid) for pid in (directory / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return len(killed)
+        if not pids:
+            return len(killed)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.005)
+    return len(killed)
 
 
 def cgroup_v1_available() -> bool:
@@ -84,9 +122,12 @@ class CgroupUsage:
 class RunCgroups:
     """A memory and a pids cgroup (v1) for one run; created on construction, removed by :meth:`remove`.
 
+    Also a ``cpuacct`` group (CPU time) and a ``cpu`` group (the quota) where those are mounted.
+
     Args:
         memory_mb: memory limit (swap included, so swapping cannot stretch it).
         max_pids: task limit for the whole tree (threads count).
+        cpus: CPU quota in cores (CFS bandwidth), or None for no quota.
 
     Example:
         >>> from wmrl_envs.sandbox.limits import cgroup_v1_available
@@ -95,8 +136,8 @@ class RunCgroups:
         ...     groups.remove()
     """
 
-    def __init__(self, memory_mb: int, max_pids: int) -> None:
-        name = f"wmrl-run-{uuid.uuid4().hex[:12]}"
+    def __init__(self, memory_mb: int, max_pids: int, cpus: float | None = None) -> None:
+        name = f"wmrl-run-{owner_tag()}-{uuid.uuid4().hex[:12]}"
         self._dirs: dict[str, Path] = {}
         try:
             for controller in _CONTROLLERS:
@@ -118,6 +159,10 @@ class RunCgroups:
             if memsw.exists():
                 memsw.write_text(limit)
             (self._dirs["pids"] / "pids.max").write_text(str(max_pids))
+            if cpus is not None and "cpu" in self._dirs:
+                (self._dirs["cpu"] / "cpu.cfs_period_us").write_text(str(_CFS_PERIOD_US))
+                quota = max(1000, int(cpus * _CFS_PERIOD_US))
+                (self._dirs["cpu"] / "cpu.cfs_quota_us").write_text(str(quota))
         except OSError:
             self.remove()
             raise
@@ -126,6 +171,28 @@ class RunCgroups:
     def procs_files(self) -> tuple[Path, ...]:
         """The ``cgroup.procs`` files a new process writes its pid into to join both groups."""
         return tuple(directory / "cgroup.procs" for directory in self._dirs.values())
+
+    @property
+    def cpu_quota(self) -> bool:
+        """Whether a CPU quota applies (the ``cpu`` controller is mounted and writable)."""
+        return "cpu" in self._dirs
+
+    def grant_current_usage(self, memory_mb: int) -> float:
+        """Raise the memory limit to ``memory_mb`` on top of what the group already uses; returns that use.
+
+        A warm worker calls it when its code is handed over: the modules it preloaded must not count
+        against the solution's limit, or a solution that fits cold would be OOM-killed warm.
+        """
+        memory = self._dirs.get("memory")
+        if memory is None:
+            return 0.0
+        used = int((memory / "memory.usage_in_bytes").read_text())
+        limit = str(memory_mb * 1024 * 1024 + used)
+        memsw = memory / "memory.memsw.limit_in_bytes"
+        if memsw.exists():
+            memsw.write_text(limit)
+        (memory / "memory.limit_in_bytes").write_text(limit)
+        return used / 2**20
 
     def members(self) -> list[int]:
         """Pids currently in the run's pids group."""
@@ -147,15 +214,10 @@ class RunCgroups:
         Returns:
             True when the group ended empty.
         """
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            pids = self.members()
-            if not pids:
-                return True
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
+        directory = self._dirs.get("pids")
+        if directory is None:
+            return True
+        kill_cgroup_members(directory, deadline_s)
         return not self.members()
 
     def usage(self) -> CgroupUsage:

@@ -20,7 +20,15 @@ Why this shape (each point is a pitfall measured on this machine, see ``FACTS.md
 * Inside, the root is empty but for ``/usr`` (read-only), the interpreter, ``/proc``, a minimal
   ``/dev``, ``/tmp`` (part of the capped tmpfs) and ``/sandbox`` (the work dir, the cwd). No network
   (only a private loopback), no host environment (``--clearenv``), no ``/etc`` beyond the dynamic
-  loader cache, hidden answers never mounted.
+  loader cache, hidden answers never mounted. ``/`` and ``/dev`` are remounted read-only, and
+  ``/dev/shm`` is a tmpfs of :data:`SHM_MB` MB, so nothing outside the capped work dir takes space.
+* A seccomp filter (:mod:`~wmrl_envs.sandbox.seccomp`, like Docker's default profile) refuses nested
+  namespaces, mounts, ``ptrace``, ``bpf``, ``io_uring``, ``keyctl`` and the like; a CPU quota
+  (``cpus``, the cgroup ``cpu`` controller) keeps one run from starving concurrent runs.
+* Nothing outlives the owner (:mod:`~wmrl_envs.sandbox.lifetime`): the process chain arms a
+  parent-death ``SIGKILL`` before anything runs and again after the uid drop (which clears it), and
+  checks each time that the owner is still its parent; bwrap's ``--die-with-parent`` extends it to
+  the solution. Every backend start sweeps the mounts, cgroups and dirs of dead owners.
 
 ``strict=True`` (the default) raises :class:`~wmrl_algos.errors.IsolationUnavailableError` when any of
 this cannot be had; ``strict=False`` degrades (no uid drop and no tmpfs without root, rlimits instead
@@ -42,15 +50,19 @@ from pathlib import Path, PurePosixPath
 
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
+from wmrl_envs.sandbox.lifetime import owner_guard, sweep_stale
 from wmrl_envs.sandbox.limits import RunCgroups, cgroup_v1_available
 from wmrl_envs.sandbox.process import ManagedProcess
 from wmrl_envs.sandbox.results import build_result
+from wmrl_envs.sandbox.seccomp import seccomp_fd, seccomp_program
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
 
-__all__ = ["SANDBOX_CWD", "BubblewrapSandbox", "LaunchedRun", "input_target", "python_roots"]
+__all__ = ["SANDBOX_CWD", "SHM_MB", "BubblewrapSandbox", "LaunchedRun", "input_target", "python_roots"]
 
 SANDBOX_CWD = "/sandbox"
 """The solution's working directory inside the sandbox."""
+SHM_MB = 64
+"""Size of ``/dev/shm`` inside a sandbox (the Docker backend uses the same)."""
 
 _UID_RANGE = (1_000_000, 1_900_000)
 _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -131,10 +143,13 @@ class BubblewrapSandbox:
         python: the interpreter that runs ``solution.py`` (its prefix is mounted read-only).
         output_dir: where copied-out output files go (default: a private temp dir removed on close).
         extra_ro_paths: further host paths made visible read-only at the same path.
+        cpus: CPU quota per run in cores (the Docker backend's default too), or None for none.
+        seccomp: load the seccomp filter (x86-64; elsewhere its absence is listed as a degradation).
 
     Raises:
         IsolationUnavailableError: bwrap is missing or cannot create namespaces, or (strict) not root
             or no cgroups.
+        ConfigError: ``cpus`` not positive.
 
     Example:
         >>> from wmrl_envs.sandbox.base import ExecutionRequest
@@ -154,8 +169,13 @@ class BubblewrapSandbox:
         python: str = sys.executable,
         output_dir: Path | None = None,
         extra_ro_paths: Sequence[str] = (),
+        cpus: float | None = 1.0,
+        seccomp: bool = True,
     ) -> None:
+        if cpus is not None and not cpus > 0:
+            raise ConfigError(f"cpus={cpus} must be > 0 (a CPU quota per run, e.g. 1.0) or None for no quota")
         self.strict = strict
+        self.cpus = cpus
         self.python = os.path.realpath(python)
         self._roots = python_roots(python)
         self._extra = tuple(os.path.realpath(p) for p in extra_ro_paths)
@@ -174,6 +194,9 @@ class BubblewrapSandbox:
             degradations.append("not root: no uid drop, no disk-capped tmpfs, no cgroups")
         elif not self.use_cgroups:
             degradations.append("cgroups v1 unavailable: memory by RLIMIT_AS, pids by RLIMIT_NPROC")
+        self._seccomp = seccomp_program() if seccomp else None
+        if seccomp and self._seccomp is None:
+            degradations.append(f"no seccomp filter for {os.uname().machine}")
         missing = [tool for tool in ("setpriv", "prlimit", "unshare", "mount") if self._tools[tool] is None]
         if self.is_root and missing:
             raise IsolationUnavailableError(
@@ -188,6 +211,7 @@ class BubblewrapSandbox:
                     + "); run as root on a host with cgroups v1, or pass strict=False to accept it"
                 )
             warnings.warn("local sandbox degraded: " + "; ".join(degradations), RuntimeWarning, stacklevel=2)
+        sweep_stale()
         self._outputs = OutputStore(output_dir)
         self._probe()
 
@@ -206,7 +230,7 @@ class BubblewrapSandbox:
             )
 
     def _bwrap_args(self, request: ExecutionRequest, work: WorkDir, staged: Mapping[str, str],
-                    inputs: Mapping[PurePosixPath, str]) -> list[str]:
+                    inputs: Mapping[PurePosixPath, str], seccomp: int | None) -> list[str]:
         args = [self._tools["bwrap"] or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                 "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for link in _MERGED_USR_LINKS:
@@ -220,10 +244,14 @@ class BubblewrapSandbox:
                 args += ["--ro-bind", etc, etc]
         for target, source in staged.items():
             args += ["--ro-bind", source, target]
-        args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(work.tmp), "/tmp",
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm",
+                 "--remount-ro", "/dev", "--bind", str(work.tmp), "/tmp",
                  "--bind", str(work.work), SANDBOX_CWD]
         for name, source in inputs.items():
             args += ["--ro-bind", source, f"{SANDBOX_CWD}/input/{name}"]
+        args += ["--remount-ro", "/"]
+        if seccomp is not None:
+            args += ["--seccomp", str(seccomp)]
         env = {"PATH": ":".join([*(f"{r}/bin" for r in self._roots), "/usr/local/bin", "/usr/bin", "/bin"]),
                "HOME": SANDBOX_CWD, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **request.env}
         for key, value in env.items():
@@ -258,14 +286,18 @@ class BubblewrapSandbox:
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SandboxError(f"could not create the run's work dir: {exc}") from exc
         cgroups: RunCgroups | None = None
+        filter_fd: int | None = None
         try:
             if self.use_cgroups:
-                cgroups = RunCgroups(request.memory_mb, request.max_pids)
-            argv = self._command(request, work, uid, cgroups, inputs, command)
+                cgroups = RunCgroups(request.memory_mb, request.max_pids, self.cpus)
+            if self._seccomp is not None:
+                filter_fd = seccomp_fd(self._seccomp)
+            argv = self._command(request, work, uid, cgroups, inputs, command, filter_fd)
             if write_code:
                 self.write_code(work, request.code)
             process = ManagedProcess(argv, env={"PATH": _HOST_PATH}, cwd=str(work.root),
                                      max_output_bytes=request.max_output_bytes,
+                                     pass_fds=() if filter_fd is None else (filter_fd,),
                                      extra_kill=cgroups.kill_all if cgroups is not None else None)
         except BaseException as exc:
             if cgroups is not None:
@@ -274,10 +306,17 @@ class BubblewrapSandbox:
             if isinstance(exc, OSError):
                 raise SandboxError(f"could not start the sandbox: {exc}") from exc
             raise
-        return LaunchedRun(process=process, work=work, cgroups=cgroups, notes=list(self.degradations))
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+        notes = list(self.degradations)
+        if self.cpus is not None and (cgroups is None or not cgroups.cpu_quota):
+            notes.append("no CPU quota (cgroup cpu controller unavailable)")
+        return LaunchedRun(process=process, work=work, cgroups=cgroups, notes=notes)
 
     def _command(self, request: ExecutionRequest, work: WorkDir, uid: int | None, cgroups: RunCgroups | None,
-                 inputs: Mapping[PurePosixPath, str], command: Sequence[str]) -> list[str]:
+                 inputs: Mapping[PurePosixPath, str], command: Sequence[str],
+                 seccomp: int | None) -> list[str]:
         for name, source in inputs.items():
             placeholder = work.inputs / name
             placeholder.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +326,7 @@ class BubblewrapSandbox:
                 placeholder.touch()
         if uid is None:
             staged = {root: root for root in (*self._roots, *self._extra)}
-            bwrap = self._bwrap_args(request, work, staged, inputs)
+            bwrap = self._bwrap_args(request, work, staged, inputs, seccomp)
             rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0",
                        f"--as={max(request.memory_mb, 1024) * 2**20 * 4}"]
             prlimit = [self._tools["prlimit"]] if self._tools["prlimit"] else []
@@ -302,14 +341,15 @@ class BubblewrapSandbox:
             staged[root] = str(stage)
         for name, source in inputs.items():
             mounts.append(self._ro_bind_script(source, str(work.inputs / name)))
-        bwrap = self._bwrap_args(request, work, staged, {})
+        bwrap = self._bwrap_args(request, work, staged, {}, seccomp)
         rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0", f"--nproc={request.max_pids}"]
         if cgroups is None:
             rlimits.append(f"--as={max(request.memory_mb, 1024) * 2**20 * 4}")
+        # The uid change clears the parent-death signal: re-arm it, then check the owner is still alive.
         drop = [self._tools["setpriv"] or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", "--bounding-set=-all"]
+                "--inh-caps=-all", "--bounding-set=-all", "--pdeathsig", "KILL", "--"]
         inner = "set -e; " + "; ".join(mounts) + ("; " if mounts else "") + "exec " + shlex.join(
-            [self._tools["prlimit"] or "prlimit", *rlimits, "--", *drop, *bwrap, *command])
+            [self._tools["prlimit"] or "prlimit", *rlimits, "--", *drop, *owner_guard([*bwrap, *command])])
         # Join the cgroups before anything else runs; set -e makes a failed join abort the run.
         join = "".join(f"echo $$ > {shlex.quote(str(path))}; " for path in
                        (cgroups.procs_files if cgroups is not None else ()))

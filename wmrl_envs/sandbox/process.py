@@ -6,11 +6,16 @@ session, stdout and stderr are drained by threads into :class:`TailBuffer` s, a 
 with ``wait4`` (CPU time and peak RSS of the whole reaped tree), and at the deadline the session is
 SIGKILLed and an optional extra killer (the cgroup sweep) runs. Starting and waiting are separate so a
 warm pool can start a process ahead of time and only start the clock when the code is handed over.
+
+Nothing may outlive its owner: the child is forked by the process-wide launcher thread
+(:func:`~wmrl_envs.sandbox.lifetime.launcher_call`) and, before it executes anything, arms a
+``SIGKILL`` parent-death signal and checks that its parent is still the owner (else it exits 97).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -20,9 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from wmrl_envs.sandbox.lifetime import launcher_call
 from wmrl_envs.sandbox.limits import TailBuffer
 
-__all__ = ["ManagedProcess", "ProcessOutcome"]
+__all__ = ["OWNER_GONE_EXIT", "ManagedProcess", "ProcessOutcome"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,23 @@ class ProcessOutcome:
     wall_s: float
     cpu_s: float
     max_rss_mb: float
+
+
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+OWNER_GONE_EXIT = 97
+"""Exit code of a child whose owner died before its death signal was armed."""
+
+
+def _die_with(owner: int) -> Callable[[], None]:
+    """A ``preexec_fn``: SIGKILL this child when its parent dies; exit now if the parent is already gone."""
+
+    def arm() -> None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != owner:
+            os._exit(OWNER_GONE_EXIT)
+
+    return arm
 
 
 def _drain(stream: IO[bytes], buffer: TailBuffer) -> None:
@@ -90,7 +113,7 @@ class ManagedProcess:
         self._extra_kill = extra_kill
         self._stdout = TailBuffer(max_output_bytes)
         self._stderr = TailBuffer(max_output_bytes)
-        self._popen = subprocess.Popen(
+        self._popen = launcher_call(lambda: subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -100,7 +123,8 @@ class ManagedProcess:
             pass_fds=tuple(pass_fds),
             start_new_session=True,
             close_fds=True,
-        )
+            preexec_fn=_die_with(os.getpid()),
+        ))
         self.pid = self._popen.pid
         self._status: tuple[int, float, float] | None = None
         self._done = threading.Event()

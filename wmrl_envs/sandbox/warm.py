@@ -16,12 +16,17 @@ solution itself. Two designs were possible:
 The trade-off (measured in ``benchmarks/sandbox_overhead.py``): the pool keeps full per-run isolation
 and hides the import *latency*, but does not save import *CPU* (every worker still imports), and idle
 workers hold memory (about 150 MB each with pandas + scikit-learn). It pays when runs arrive with gaps
-or the CPUs are not saturated; on saturated cores throughput is unchanged. Semantics differ slightly
-from a cold run: the preloaded modules are already in ``sys.modules`` (same as the solution importing
-them first), a traceback shows a few extra ``runpy`` frames, and the worker skips the interpreter's
-final teardown (``atexit`` handlers and stream flushes still run, then ``os._exit``): with pandas and
-scikit-learn loaded that teardown alone took over a second of wall time on this machine. The CPU
-time and memory reported for a warm run include its imports.
+or the CPUs are not saturated; on saturated cores throughput is unchanged.
+
+Same code, same inputs, same grade, warm or cold (a difference is a reward a policy can learn to
+exploit): the solution runs as the real ``__main__`` module (its globals are ``__main__``'s, with the
+bootstrap's names removed, ``__file__`` set as a cold run sets it), an uncaught exception prints the
+same traceback (no bootstrap frames) and exits 1, a syntax error prints the same report, and the
+worker ends with the interpreter's normal teardown: non-daemon threads are joined, executors shut
+down, ``atexit`` handlers run and unclosed files are flushed, as in a cold run. The preloaded modules
+do not count against the solution's memory: at hand-over the run's memory limit is raised by what
+the worker already uses (:meth:`~wmrl_envs.sandbox.limits.RunCgroups.grant_current_usage`). The CPU
+time and peak memory reported for a warm run include its imports.
 
 Workers are keyed by the run configuration that is fixed at start (inputs, memory, pids, disk, output
 cap, environment); a request whose configuration has no idle worker runs cold and warms the pool
@@ -58,28 +63,39 @@ for _name in {preload!r}:
 open("/tmp/{ready}", "w").close()
 if sys.stdin.buffer.read(2) != b"go":
     raise SystemExit(0)
-del _name
-sys.argv = ["solution.py"]
-sys.path[0] = {cwd!r}
-import atexit, os, runpy, traceback
-try:
-    runpy.run_path("solution.py", run_name="__main__")
-    _code = 0
-except SystemExit as _exit:
-    _code = _exit.code if isinstance(_exit.code, int) else (0 if _exit.code is None else 1)
-    if not isinstance(_exit.code, (int, type(None))):
-        print(_exit.code, file=sys.stderr)
-except BaseException:
-    traceback.print_exc()
-    _code = 1
-atexit._run_exitfuncs()
-for _stream in (sys.stdout, sys.stderr):
+
+
+def _run(main_globals, sys=sys):
+    import traceback
+    path = {cwd!r} + "/solution.py"
+    sys.argv = ["solution.py"]
+    sys.path[0] = {cwd!r}
+    kept = ("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__annotations__", "__builtins__")
+    for name in [name for name in main_globals if name not in kept]:
+        del main_globals[name]
+    main_globals.update(__file__=path, __cached__=None)
+    with open(path, "rb") as handle:
+        source = handle.read()
     try:
-        _stream.flush()
-    except Exception:
-        pass
-os._exit(_code)
+        code = compile(source, path, "exec")
+    except SyntaxError as error:
+        sys.stderr.write("".join(traceback.format_exception_only(type(error), error)))
+        raise SystemExit(1) from None
+    del source
+    try:
+        exec(code, main_globals)
+    except SystemExit:
+        raise
+    except BaseException as error:
+        error.__traceback__ = error.__traceback__.tb_next
+        sys.excepthook(type(error), error, error.__traceback__)
+        raise SystemExit(1) from None
+
+
+_run(globals())
 """
+"""Imports the preloaded modules, waits for ``go``, then runs ``solution.py`` as ``__main__`` would run
+cold; it returns normally (or raises ``SystemExit``), so the interpreter's teardown is a cold run's."""
 
 _READY_FILE = ".wmrl-warm-ready"
 _ConfigKey = tuple[object, ...]
@@ -143,6 +159,7 @@ class WarmSandbox:
                          _BOOTSTRAP.format(preload=tuple(preload), cwd=SANDBOX_CWD, ready=_READY_FILE)]
         self._idle: OrderedDict[_ConfigKey, deque[LaunchedRun]] = OrderedDict()
         self._starting: dict[_ConfigKey, int] = {}
+        self._spawners: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._release_idle = weakref.finalize(self, _release_all, self._idle, self._lock)
@@ -155,6 +172,7 @@ class WarmSandbox:
         except SandboxError:
             launched = None
         with self._lock:
+            self._spawners.discard(threading.current_thread())
             self._starting[key] -= 1
             if launched is None:
                 return
@@ -194,6 +212,8 @@ class WarmSandbox:
             launched.release()
         threads = [threading.Thread(target=self._spawn, args=(key, template), daemon=True)
                    for _ in range(max(missing, 0))]
+        with self._lock:
+            self._spawners.update(threads)
         for thread in threads:
             thread.start()
         if wait:
@@ -238,8 +258,12 @@ class WarmSandbox:
         self.warm_hits += 1
         try:
             self._sandbox.write_code(launched.work, request.code)
-        except BaseException:
+            if launched.cgroups is not None:
+                launched.cgroups.grant_current_usage(request.memory_mb)
+        except BaseException as exc:
             launched.release()
+            if isinstance(exc, OSError):
+                raise SandboxError(f"could not hand the code to a warm worker: {exc}") from exc
             raise
         launched.process.start_clock()
         launched.process.send(b"go")
@@ -247,10 +271,18 @@ class WarmSandbox:
         detail = "; ".join(filter(None, ["warm worker", result.detail]))
         return replace(result, detail=detail, backend=self.name)
 
-    def close(self) -> None:
-        """Destroy every idle worker and close the wrapped backend (also done at garbage collection)."""
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Destroy every idle worker and close the wrapped backend (also done at garbage collection).
+
+        Workers still being started (a refill in flight) are waited for, up to ``timeout_s``, and
+        destroyed as they arrive: closing during a refill leaks no sandbox.
+        """
         with self._lock:
             self._closed = True
+            spawners = list(self._spawners)
+        deadline = time.monotonic() + timeout_s
+        for thread in spawners:
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._release_idle()
         self._sandbox.close()
 

@@ -10,7 +10,8 @@ Disk cap: as root the work dir is a size- and inode-capped tmpfs mounted on the 
 huge file nor many small ones can fill the host's disk, and unmounting it removes everything,
 whatever permissions or attributes the solution set. Without root it is a plain directory; removal
 then first restores permissions so a solution that ``chmod 000``'d its directories cannot leave
-them behind.
+them behind. Work and output dirs are named after their owner process, so what a killed owner left
+is removed by :func:`~wmrl_envs.sandbox.lifetime.sweep_stale`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+
+from wmrl_envs.sandbox.lifetime import owner_tag
 
 __all__ = ["CopiedOutput", "OutputStore", "WorkDir", "copy_out", "remove_tree"]
 
@@ -112,7 +115,8 @@ class OutputStore:
 
     def __init__(self, directory: Path | None) -> None:
         self._owned = directory is None
-        self.directory = Path(tempfile.mkdtemp(prefix="wmrl-outputs-")) if directory is None else directory
+        self.directory = (Path(tempfile.mkdtemp(prefix=f"wmrl-outputs-{owner_tag()}-")) if directory is None
+                          else directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._count = 0
         self._finalizer = (weakref.finalize(self, shutil.rmtree, str(self.directory), ignore_errors=True)
@@ -171,7 +175,7 @@ class WorkDir:
 
     def __init__(self, disk_mb: int, *, owner: int | None = None, capped: bool = False,
                  parent: Path | None = None) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="wmrl-run-", dir=parent))
+        self.root = Path(tempfile.mkdtemp(prefix=f"wmrl-run-{owner_tag()}-", dir=parent))
         self.capped = False
         try:
             if capped:

@@ -1,0 +1,234 @@
+"""Tie every sandbox resource to the process that owns it, and sweep what dead owners left behind.
+
+Why: a trainer is killed (SIGKILL, OOM, a preempted node) at arbitrary moments, and whatever a run
+created on the host (a tmpfs mount, cgroups, a copied-out submission, a container, the solution's
+processes) must not outlive it. Two mechanisms, because neither alone covers every moment:
+
+* **Death signals** for processes: every sandbox process is started by one long-lived thread
+  (:func:`launcher_call`; a parent-death signal fires when the *thread* that forked the child exits,
+  so short-lived worker threads would kill their children), armed with ``SIGKILL`` as its first act
+  (``setpriv --pdeathsig``), re-armed after every credential change (which clears it), and followed
+  by a check that the owner is still its parent (:func:`owner_guard`), so an owner that died before
+  the signal was armed is noticed before any untrusted code runs.
+* **Owner-tagged names and a start-up sweep** for host resources: work dirs, output dirs and cgroups
+  are named ``wmrl-<kind>-<pid>_<start time>-...`` (:func:`owner_tag`). :func:`sweep_stale` kills the
+  members of, and removes, every such resource whose owner is no longer running (same pid *and*
+  start time, so a reused pid is not mistaken for the owner). Backends call it when they start; the
+  Docker backend sweeps its labelled containers the same way.
+
+Example:
+    >>> owner_alive(*parse_owner(f"wmrl-run-{owner_tag()}-x"))
+    True
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import queue
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = [
+    "OWNED_NAME",
+    "SweepReport",
+    "launcher_call",
+    "owner_alive",
+    "owner_guard",
+    "owner_tag",
+    "parse_owner",
+    "process_start_time",
+    "sweep_stale",
+]
+
+OWNED_NAME = re.compile(r"^wmrl-(?P<kind>run|outputs)-(?P<pid>\d+)_(?P<start>\d+)-")
+"""Names of owner-tagged host resources: ``wmrl-run-<pid>_<start>-...`` (work dirs and cgroups) and
+``wmrl-outputs-<pid>_<start>-...`` (copied-out outputs)."""
+
+_T = TypeVar("_T")
+_HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """``<pid>_<start time>`` of a process (default: this one): unique across pid reuse."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}_{process_start_time(pid) or 0}"
+
+
+def parse_owner(name: str) -> tuple[int, int] | None:
+    """``(pid, start time)`` of an owner-tagged name, or None for any other name."""
+    match = OWNED_NAME.match(name)
+    return (int(match.group("pid")), int(match.group("start"))) if match else None
+
+
+def owner_alive(pid: int, start: int) -> bool:
+    """Whether the process ``pid`` that started at ``start`` is still running (not a zombie)."""
+    return process_start_time(pid) == start
+
+
+def owner_guard(argv: list[str], pid: int | None = None) -> list[str]:
+    """Prefix ``argv`` with a shell check that its parent is still ``pid`` (default: this process).
+
+    Run right after a death signal is armed: if the owner died before, the signal will never come,
+    and the command must not start (exit code 97).
+    """
+    pid = os.getpid() if pid is None else pid
+    return ["/bin/sh", "-c", 'test "$PPID" = "$0" || exit 97; exec "$@"', str(pid), *argv]
+
+
+class _Launcher:
+    """One daemon thread that forks every sandbox process, so their death signals fire only at exit."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], object], concurrent.futures.Future[object]]]
+        self._queue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _serve(self) -> None:
+        while True:
+            function, future = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def call(self, function: Callable[[], _T]) -> _T:
+        if threading.current_thread() is self._thread:
+            return function()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="wmrl-sandbox-launcher", daemon=True)
+                self._thread.start()
+        future: concurrent.futures.Future[object] = concurrent.futures.Future()
+        self._queue.put((function, future))
+        return future.result()  # type: ignore[return-value]
+
+
+_LAUNCHER = _Launcher()
+
+
+def launcher_call(function: Callable[[], _T]) -> _T:
+    """Run ``function`` (typically a ``Popen``) on the process-wide launcher thread and return its result."""
+    return _LAUNCHER.call(function)
+
+
+@dataclass
+class SweepReport:
+    """What :func:`sweep_stale` removed.
+
+    Attributes:
+        cgroups: cgroup directories removed (their members killed first).
+        mounts: stale tmpfs work dirs unmounted.
+        paths: directories removed (work dirs, output dirs).
+        killed: processes killed.
+    """
+
+    cgroups: list[str] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    killed: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.cgroups or self.mounts or self.paths or self.killed)
+
+
+def _stale(name: str) -> bool:
+    owner = parse_owner(name)
+    return owner is not None and not owner_alive(*owner)
+
+
+def _cgroup_dirs() -> Iterator[Path]:
+    from wmrl_envs.sandbox.limits import sandbox_cgroup_parents
+
+    for parent in sandbox_cgroup_parents():
+        with contextlib.suppress(OSError):
+            yield from (child for child in parent.iterdir() if child.is_dir() and _stale(child.name))
+
+
+def _sweep_cgroups(report: SweepReport) -> None:
+    from wmrl_envs.sandbox.limits import kill_cgroup_members
+
+    for directory in _cgroup_dirs():
+        report.killed += kill_cgroup_members(directory)
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+            report.cgroups.append(str(directory))
+
+
+def _mount_points() -> list[str]:
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            points.append(fields[4].encode().decode("unicode_escape"))
+    return points
+
+
+def _sweep_mounts(report: SweepReport) -> None:
+    umount = shutil.which("umount", path=_HOST_PATH)
+    if umount is None or os.geteuid() != 0:
+        return
+    for point in _mount_points():
+        if _stale(os.path.basename(point)):
+            result = subprocess.run([umount, "-l", point], capture_output=True)
+            if result.returncode == 0:
+                report.mounts.append(point)
+
+
+def _sweep_paths(report: SweepReport, directory: Path) -> None:
+    from wmrl_envs.sandbox.workdir import remove_tree
+
+    with contextlib.suppress(OSError):
+        for child in directory.iterdir():
+            if _stale(child.name) and child.is_dir() and not child.is_symlink() and not child.is_mount():
+                remove_tree(child)
+                report.paths.append(str(child))
+
+
+def sweep_stale(directory: Path | None = None) -> SweepReport:
+    """Remove every owner-tagged sandbox resource whose owner process is gone.
+
+    Kills the members of stale ``wmrl-run-*`` cgroups (the orphaned solution processes) and removes
+    the groups, lazily unmounts stale tmpfs work dirs, and removes stale work and output dirs.
+    Resources of live owners (other trainers on this host) are left alone. Cheap (a directory
+    listing or two) and safe to call at any time; every backend calls it when it starts.
+
+    Args:
+        directory: where work and output dirs are created (default: the system temp dir).
+
+    Returns:
+        What was removed.
+    """
+    report = SweepReport()
+    _sweep_cgroups(report)
+    _sweep_mounts(report)
+    _sweep_paths(report, Path(directory) if directory is not None else Path(tempfile.gettempdir()))
+    return report
+
