@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from wmrl_envs.kaggle.outcome import KaggleContext
+from wmrl_envs.world_model import WorldModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -29,3 +33,44 @@ def titanic_context() -> KaggleContext:
         ("Age", "Sex"),
         leaderboard=(0.82, 0.79, 0.77, 0.7),
     )
+
+
+@pytest.fixture
+def check_world_model_is_shared_by_a_grouped_rollout(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[WorldModel], None]:
+    """Checks that ONE world model instance serves every wrapper of a grouped rollout on the Kaggle env.
+
+    One group of two trajectories, one simulated turn each (the world model is asked twice, in one
+    batch: the Kaggle prompt is long); every wrapper must hold that very instance (not a copy), and the
+    spec must stay JSON and re-make the wrapper around the same instance.
+    """
+
+    def check(world_model: WorldModel) -> None:
+        import gymnasium as gym
+
+        from wmrl_envs.kaggle.suite import build_suite
+        from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
+
+        root = tmp_path_factory.mktemp("suite")
+        build_suite(root, ids=["titanic-survival"], progress=False)
+
+        class CopySample:
+            def act(self, observations: Sequence[Any], infos: Sequence[Any]) -> list[str]:
+                code = "import shutil\nshutil.copy('input/sample_submission.csv', 'submission.csv')"
+                return [f"```python\n{code}\n```"] * len(observations)
+
+        def make() -> gym.Env[Any, Any]:
+            return gym.make(
+                "wmrl/Kaggle-v0", competition="titanic-survival", suite=str(root), sandbox="unsafe"
+            )
+
+        with GroupedRollout(make, world_model, RolloutConfig(group_size=2, max_turns=1)) as rollout:
+            groups = rollout.run([RolloutTask("titanic")], CopySample())
+            assert len(rollout.envs) == 2 and all(env.world_model is world_model for env in rollout.envs)
+            assert json.loads(rollout.envs[0].spec.to_json())["id"] == "wmrl/Kaggle-v0"
+            assert gym.make(rollout.envs[0].spec).world_model is world_model
+            assert rollout.ledger.world_model_calls == 1 and rollout.ledger.world_model_queries == 2
+        assert [len(group.predicted) for group in groups] == [2]
+
+    return check

@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -319,3 +319,15 @@ def test_real_server_token_counts_drive_truncation_to_fit_its_context(
     assert prediction.info["action_cut"] is True
     assert prediction.info["finish_reason"] in ("stop", "length")
     assert model.metrics()["world_model/backend_errors"] == 0.0
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_wrapped_world_model_on_the_real_server_is_one_instance_for_every_wrapper(
+    real_backend: OpenAICompatibleBackend,
+    check_world_model_is_shared_by_a_grouped_rollout: Callable[..., None],
+) -> None:
+    model = LLMWorldModel(real_backend, template=SHORT, config=LLMWorldModelConfig(max_new_tokens=8))
+    check_world_model_is_shared_by_a_grouped_rollout(model)
+    assert model.metrics()["world_model/predictions"] == 2

@@ -194,3 +194,14 @@ def test_dequantised_copy_is_complete_and_reused(backend: TransformersBackend) -
     assert models.dequantised_model_dir() == folder
     assert (folder / "model.safetensors").stat().st_mtime == stamp
     assert backend.model_source == str(folder)
+
+
+@needs_model
+def test_a_wrapped_world_model_holding_the_real_model_is_one_instance_for_every_wrapper(
+    backend: TransformersBackend, check_world_model_is_shared_by_a_grouped_rollout: Callable[..., None]
+) -> None:
+    model = LLMWorldModel(
+        backend, KaggleExecutionTemplate(few_shot=False), LLMWorldModelConfig(max_new_tokens=8)
+    )
+    check_world_model_is_shared_by_a_grouped_rollout(model)
+    assert model.metrics()["world_model/predictions"] == 2
