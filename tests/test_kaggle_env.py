@@ -341,4 +341,5 @@ def test_a_named_sandbox_is_created_and_closed_by_the_env(concrete: Competition)
     assert info["status"] == "valid" and not info["reward_unknown"]
     assert reward == pytest.approx(0.5 + 0.5 * info["position"])
     assert info["cpu_s"] is None or info["cpu_s"] >= 0.0
+    assert info["backend"] == "unsafe" and info["isolated"] is False, "an unisolated run says so"
     env.close()

@@ -71,7 +71,7 @@ def test_available_backends_always_offers_unsafe_and_prefers_local() -> None:
         assert names.index("local") < names.index("unsafe")
 
 
-def test_strict_local_without_bubblewrap_raises_and_lenient_falls_back_loudly(
+def test_without_bubblewrap_only_an_explicit_opt_in_falls_back_to_unsafe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Simulates a host without bwrap by hiding it from the PATH lookup (we cannot uninstall it here).
@@ -84,9 +84,13 @@ def test_strict_local_without_bubblewrap_raises_and_lenient_falls_back_loudly(
                         lambda cmd, path=None: None if cmd == "bwrap" else real_which(cmd, path=path))
     with pytest.raises(IsolationUnavailableError, match="bubblewrap"):
         make_sandbox("local", strict=True)
+    with pytest.raises(IsolationUnavailableError, match="bubblewrap"):
+        make_sandbox("local", strict=False)  # lenient, but never silently unisolated
     with pytest.warns(RuntimeWarning, match="UNSAFE"):
-        sandbox = make_sandbox("local", strict=False)
+        sandbox = make_sandbox("local", strict=False, allow_unsafe=True)
     assert isinstance(sandbox, UnsafeSandbox)
+    result = sandbox.run(ExecutionRequest(code="print(1)", timeout_s=30))
+    assert result.backend == "unsafe" and "no isolation" in result.detail, "the run records the fallback"
     sandbox.close()
 
 

@@ -4,7 +4,10 @@ Backends: ``local`` (bubblewrap, the default), ``docker`` (a real Docker engine)
 plain subprocess, only when asked for by name). ``make_sandbox(name, strict=True)`` refuses, with
 :class:`~wmrl_algos.errors.IsolationUnavailableError`, to hand out a backend that cannot provide the
 isolation it promises; ``strict=False`` degrades loudly (a warning, and the degradation named in each
-result's ``detail``).
+result's ``detail``) but never to *no* isolation: on the ``unsafe`` backend the hidden answers are
+one ``realpath`` away, so a policy trained on it learns to read them. Falling back to it takes an
+explicit ``allow_unsafe=True``, and every result it produces says ``backend="unsafe"`` (the Kaggle
+env records it as ``info["backend"]`` and ``info["isolated"] = False``).
 
 Why a registry: the Docker backend needs the ``docker`` SDK and lives in ``wmrl_adapters.docker``, and
 the core never imports adapters. So the core keeps a name -> factory registry; a backend module calls
@@ -65,10 +68,13 @@ def register_backend(name: str, factory: SandboxFactory, available: Callable[[],
     _AVAILABILITY[name] = available or (lambda: True)
 
 
-def _local_factory(*, strict: bool = True, warm: int = 0, **kwargs: Any) -> Sandbox:
-    if shutil.which("bwrap", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and not strict:
+def _local_factory(
+    *, strict: bool = True, warm: int = 0, allow_unsafe: bool = False, **kwargs: Any
+) -> Sandbox:
+    if shutil.which("bwrap", path="/usr/sbin:/usr/bin:/sbin:/bin") is None and not strict and allow_unsafe:
         warnings.warn("bubblewrap is not installed: falling back to the UNSAFE plain-subprocess backend "
-                      "(strict=False); install bubblewrap for isolation", RuntimeWarning, stacklevel=3)
+                      "(allow_unsafe=True); results say backend='unsafe'; install bubblewrap for isolation",
+                      RuntimeWarning, stacklevel=3)
         return UnsafeSandbox(**{k: v for k, v in kwargs.items() if k in ("python", "output_dir")})
     sandbox = BubblewrapSandbox(strict=strict, **kwargs)
     return WarmSandbox(sandbox, pool_size=warm) if warm else sandbox
@@ -96,15 +102,19 @@ def _ensure_registered(name: str) -> None:
     importlib.import_module(_LAZY_MODULES[name])
 
 
-def make_sandbox(name: BackendName | str, *, strict: bool = True, **kwargs: Any) -> Sandbox:
+def make_sandbox(
+    name: BackendName | str, *, strict: bool = True, allow_unsafe: bool = False, **kwargs: Any
+) -> Sandbox:
     """Build a sandbox backend by name.
 
     Args:
         name: ``"local"`` (bubblewrap), ``"docker"`` or ``"unsafe"`` (no isolation; only by name).
         strict: raise when the requested isolation is unavailable instead of degrading. With
-            ``strict=False``: ``local`` without bubblewrap falls back to ``unsafe``, ``local`` without
-            root or cgroups runs degraded, ``docker`` without an engine falls back to ``local``; each
-            with a ``RuntimeWarning``.
+            ``strict=False``: ``local`` without root or cgroups runs degraded, ``docker`` without an
+            engine falls back to ``local``; each with a ``RuntimeWarning``. ``local`` without
+            bubblewrap still raises unless ``allow_unsafe``.
+        allow_unsafe: with ``strict=False``, let ``local`` without bubblewrap fall back to the
+            unisolated ``unsafe`` backend (its results say ``backend="unsafe"``). Never implied.
         **kwargs: passed to the backend (e.g. ``output_dir=``; ``warm=N`` for ``local`` wraps it in a
             :class:`WarmSandbox` with N pre-warmed sandboxes; ``base_url=``/``image=`` for docker).
 
@@ -117,10 +127,10 @@ def make_sandbox(name: BackendName | str, *, strict: bool = True, **kwargs: Any)
         MissingDependencyError: (strict) the backend's optional dependency is not installed.
 
     Example:
-        >>> sandbox = make_sandbox("unsafe")
-        >>> sandbox.run(ExecutionRequest(code="print('hi')", timeout_s=30)).stdout
+        >>> sandbox = make_sandbox("local", strict=False)  # doctest: +SKIP
+        >>> sandbox.run(ExecutionRequest(code="print('hi')", timeout_s=30)).stdout  # doctest: +SKIP
         'hi\\n'
-        >>> sandbox.close()
+        >>> sandbox.close()  # doctest: +SKIP
     """
     try:
         _ensure_registered(name)
@@ -129,11 +139,13 @@ def make_sandbox(name: BackendName | str, *, strict: bool = True, **kwargs: Any)
             raise
         warnings.warn(f"backend {name!r} is not installed; falling back to 'local' (strict=False)",
                       RuntimeWarning, stacklevel=2)
-        return _local_factory(strict=False)
+        return _local_factory(strict=False, allow_unsafe=allow_unsafe)
     if name not in _REGISTRY:
         known = sorted({*_REGISTRY, *_LAZY_MODULES})
         raise ConfigError(f"unknown sandbox backend {name!r}; choose one of {known} or register yours "
                           f"with register_backend()")
+    if name == "local":
+        kwargs["allow_unsafe"] = allow_unsafe
     try:
         return _REGISTRY[name](strict=strict, **kwargs)
     except IsolationUnavailableError as exc:
@@ -141,7 +153,7 @@ def make_sandbox(name: BackendName | str, *, strict: bool = True, **kwargs: Any)
             raise
         warnings.warn(f"docker backend unavailable ({exc}); falling back to 'local' (strict=False)",
                       RuntimeWarning, stacklevel=2)
-        return _local_factory(strict=False)
+        return _local_factory(strict=False, allow_unsafe=allow_unsafe)
 
 
 def available_backends() -> list[str]:
