@@ -1,0 +1,468 @@
+"""Scale-out on Ray: anchor executions as Ray tasks, world models as a pool of Ray actors.
+
+Why Ray and not a home-made cluster: the systems WMRL is used next to (verl, OpenRLHF) already run on
+Ray, so a user who outgrows one machine has a Ray cluster, its scheduler, its resource accounting and
+its fault tolerance. wmrl only has to fit its two expensive parts into the slots it already has:
+
+* :class:`RayExecutor` is a :class:`concurrent.futures.Executor`, the slot
+  :class:`~wmrl_envs.rollouts.GroupedRollout` takes for its real executions. Each execution becomes one
+  Ray task with its own CPU and memory request, so the sandbox runs on whichever worker node has room.
+  The environment objects stay on the driver: for ``WorldModelWrapper.execute`` only the *real env's
+  step* travels. The env (its whole wrapper chain) is shipped to the worker with the action, stepped
+  there, and shipped back; the driver adopts the stepped state in place, so the wrapper's bound hooks
+  keep pointing at the same object, and the wrapper's own bookkeeping (timing, the
+  :class:`~wmrl_envs.ledger.CostLedger`, truncation, episode queries) runs on the driver exactly as it
+  does locally. A retried task therefore never counts twice. A worker node that dies mid-execution is
+  handled by Ray's task retries (``max_retries``), which replay the step from the same pre-step state
+  on another node; when the retries run out, the step comes back *unknown*: reward ``NaN`` (the
+  wrapper reports ``None``), the episode truncated, ``info["execution_lost"]`` saying why, and
+  :attr:`RayExecutor.stats` counting it. Any other picklable callable runs as a plain Ray task; a lost
+  one raises :class:`~wmrl_algos.errors.SandboxError` (the execution's score is unknown).
+* :class:`RayWorldModelPool` is itself a :class:`~wmrl_envs.world_model.WorldModel`: ``num_actors``
+  Ray actors each load the model once (``factory()``), and a batched ``predict`` is split into
+  contiguous chunks, one per actor. A killed actor is restarted by Ray (``max_restarts``, which reruns
+  the factory) and its chunk is retried on the new instance; when that fails too, the chunk's
+  predictions are unknown (``Prediction(reward=None)``), which the wrapper counts in the ledger.
+
+Back-pressure: at most ``max_in_flight`` executions are in flight (default: the cluster's CPUs divided
+by each execution's CPU request); :meth:`RayExecutor.submit` blocks until one finishes. A killed
+*driver* loses the step in progress; the run continues from its last checkpoint with
+``wmrl train --resume``.
+
+Only this module imports ``ray``; importing it without ``wmrl[ray]`` raises
+:class:`~wmrl_algos.errors.MissingDependencyError` naming the extra. See ``docs/scale-out.md``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import gymnasium as gym
+
+from wmrl_algos.errors import ConfigError, SandboxError, require
+from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
+from wmrl_envs.wrapper import PendingStep, WorldModelWrapper
+
+ray = require("ray", "ray")
+
+__all__ = ["ExecutionStats", "RayExecutor", "RayWorldModelPool", "connect"]
+
+T = TypeVar("T")
+_StepTuple = tuple[Any, Any, bool, bool, dict[str, Any]]
+_BYTES_PER_MB = 1024 * 1024
+# Ray failures that mean "the machine went away", as opposed to the callable raising (RayTaskError).
+_LOST_ERRORS: tuple[type[BaseException], ...] = (
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.OutOfMemoryError,
+    ray.exceptions.ObjectLostError,
+    ray.exceptions.RayActorError,
+    ray.exceptions.RaySystemError,
+)
+
+
+def connect(address: str | None) -> None:
+    """Join the Ray cluster at ``address`` (``"auto"``: the one started with ``ray start``), once.
+
+    ``None`` starts a private local Ray instance. An already initialised Ray session is reused as it is.
+
+    Raises:
+        ConfigError: ``address`` is not a string or ``None``, or no cluster answers there.
+    """
+    if address is not None and not isinstance(address, str):
+        raise ConfigError(
+            f"address={address!r}; pass 'auto', a cluster address such as '10.0.0.1:6379', or None"
+        )
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except ConnectionError as exc:
+        raise ConfigError(
+            f"no Ray cluster answers at address={address!r} ({exc}); start one with `ray start --head` "
+            "(see scripts/ray_cluster.sh) or pass address=None for a private local instance"
+        ) from exc
+
+
+def _check_resources(num_cpus: float, memory_mb: int | None) -> None:
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus > 0:
+        raise ConfigError(f"num_cpus={num_cpus!r} must be a positive number of CPUs per task, e.g. 1.0")
+    if memory_mb is not None and (
+        isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < 1
+    ):
+        raise ConfigError(f"memory_mb={memory_mb!r} must be a positive int (MiB reserved per task) or None")
+
+
+def _resource_options(num_cpus: float, memory_mb: int | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"num_cpus": num_cpus}
+    if memory_mb is not None:
+        options["memory"] = memory_mb * _BYTES_PER_MB
+    return options
+
+
+@dataclass
+class ExecutionStats:
+    """What :class:`RayExecutor` has run so far (read it with :attr:`RayExecutor.stats`).
+
+    Attributes:
+        submitted: executions submitted.
+        completed: executions whose result came back (including those that raised in the callable).
+        lost: executions whose node (or worker) died and whose retries ran out: result unknown.
+        remote_seconds: seconds spent inside the callables on the workers (completed ones).
+        driver_seconds: seconds from submission to result on the driver (completed ones); the
+            difference to ``remote_seconds`` is Ray's scheduling and transfer overhead.
+        nodes: completed executions per Ray node id (where the sandboxes ran).
+    """
+
+    submitted: int = 0
+    completed: int = 0
+    lost: int = 0
+    remote_seconds: float = 0.0
+    driver_seconds: float = 0.0
+    nodes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def overhead_seconds_per_task(self) -> float | None:
+        """Mean seconds per completed execution beyond the callable's own (Ray's share); None before any."""
+        if not self.completed:
+            return None
+        return (self.driver_seconds - self.remote_seconds) / self.completed
+
+
+def _timed_call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[T, float, str]:
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start, ray.get_runtime_context().get_node_id()
+
+
+def _remote_step(
+    env: gym.Env[Any, Any], action: Any
+) -> tuple[tuple[_StepTuple, gym.Env[Any, Any]], float, str]:
+    result, seconds, node = _timed_call(env.step, (action,), {})
+    return (result, env), seconds, node
+
+
+def _adopt_state(local: gym.Env[Any, Any], stepped: gym.Env[Any, Any]) -> None:
+    """Make ``local`` (and every env it wraps) hold the state of its stepped copy, keeping identities."""
+    while True:
+        state = dict(vars(stepped))
+        inner = state.pop("env", None) if isinstance(local, gym.Wrapper) else None
+        vars(local).update(state)
+        if inner is None:
+            return
+        local, stepped = local.env, inner
+
+
+class _RemoteStepEnv(gym.Wrapper[Any, Any, Any, Any]):
+    """Stands in for a wrapper's real env during one execution: its ``step`` runs on a Ray worker."""
+
+    def __init__(self, env: gym.Env[Any, Any], executor: RayExecutor) -> None:
+        super().__init__(env)
+        self._executor = executor
+
+    def step(self, action: Any) -> _StepTuple:
+        try:
+            result, stepped = self._executor._step(self.env, action)
+        except _LOST_ERRORS as exc:
+            self._executor._count_lost()
+            reason = f"the Ray worker running this execution was lost and its retries ran out: {exc!r}"
+            return None, math.nan, False, True, {"execution_lost": reason}
+        _adopt_state(self.env, stepped)
+        return result
+
+
+class RayExecutor(concurrent.futures.Executor):
+    """Runs real executions as Ray tasks, each with its own CPU and memory request.
+
+    Pass it as ``GroupedRollout(..., executor=RayExecutor())``. For a submitted
+    ``WorldModelWrapper.execute`` the real env's ``step`` runs on a worker node and the result, the
+    stepped env state and the cost accounting come back to the driver (see the module docstring);
+    any other picklable callable simply runs as a Ray task and its return value comes back.
+
+    Args:
+        address: the Ray cluster (``"auto"``: the local ``ray start`` cluster; an address; ``None``: a
+            private local instance). An already initialised Ray session is reused.
+        num_cpus: CPUs each execution requests (Ray places it on a node with that many free).
+        memory_mb: memory each execution reserves in Ray's scheduler, or ``None`` for no reservation.
+            It is a scheduling reservation, not a limit: the sandbox's own limits still apply.
+        max_in_flight: executions in flight at once; ``submit`` blocks beyond it. ``None``: the
+            cluster's CPUs at construction divided by ``num_cpus`` (at least 1).
+        max_retries: times Ray reruns an execution whose worker or node died (exceptions raised by
+            the callable itself are never retried).
+
+    Raises:
+        ConfigError: a value is out of range, or no cluster answers at ``address``.
+
+    Example:
+        >>> from wmrl_envs.rollouts import GroupedRollout  # doctest: +SKIP
+        >>> with RayExecutor("auto", num_cpus=1, memory_mb=2048) as executor:  # doctest: +SKIP
+        ...     rollout = GroupedRollout("wmrl/CostlyToy-v0", world_model, executor=executor)
+        ...     groups = rollout.run(tasks, policy, anchors=[True, False])
+        >>> executor.stats.lost  # doctest: +SKIP
+        0
+    """
+
+    def __init__(
+        self,
+        address: str | None = "auto",
+        *,
+        num_cpus: float = 1.0,
+        memory_mb: int | None = None,
+        max_in_flight: int | None = None,
+        max_retries: int = 1,
+    ) -> None:
+        _check_resources(num_cpus, memory_mb)
+        if max_in_flight is not None and (
+            isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1
+        ):
+            raise ConfigError(
+                f"max_in_flight={max_in_flight!r} must be a positive int or None (cluster size)"
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(
+                f"max_retries={max_retries!r} must be an int >= 0 (0: a lost execution is unknown)"
+            )
+        connect(address)
+        if max_in_flight is None:
+            cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
+            max_in_flight = max(1, int(cluster_cpus // num_cpus))
+        self.max_in_flight = max_in_flight
+        self._remote = ray.remote(_timed_call).options(
+            **_resource_options(num_cpus, memory_mb), max_retries=max_retries, retry_exceptions=False
+        )
+        self._remote_step = ray.remote(_remote_step).options(
+            **_resource_options(num_cpus, memory_mb), max_retries=max_retries, retry_exceptions=False
+        )
+        self._slots = threading.BoundedSemaphore(max_in_flight)
+        self._threads = concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="wmrl-ray")
+        self._lock = threading.Lock()
+        self._stats = ExecutionStats()
+        self._shutdown = False
+
+    @property
+    def stats(self) -> ExecutionStats:
+        """A snapshot of what has run so far."""
+        with self._lock:
+            return ExecutionStats(
+                self._stats.submitted,
+                self._stats.completed,
+                self._stats.lost,
+                self._stats.remote_seconds,
+                self._stats.driver_seconds,
+                Counter(self._stats.nodes),
+            )
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        """Schedule ``fn(*args, **kwargs)`` on the cluster; blocks while ``max_in_flight`` are running.
+
+        Raises:
+            RuntimeError: the executor was shut down.
+        """
+        if self._shutdown:
+            raise RuntimeError("cannot submit to a RayExecutor after shutdown()")
+        self._slots.acquire()
+        with self._lock:
+            self._stats.submitted += 1
+        try:
+            wrapper = getattr(fn, "__self__", None)
+            if (
+                isinstance(wrapper, WorldModelWrapper)
+                and getattr(fn, "__func__", None) is WorldModelWrapper.execute
+            ):
+                future: concurrent.futures.Future[Any] = self._threads.submit(self._execute, wrapper, *args)
+            else:
+                future = self._threads.submit(self._call, fn, args, kwargs)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop accepting executions; with ``wait``, return once those in flight have come back.
+
+        The Ray session itself is left running (a world-model pool may share it); ``ray.shutdown()``
+        ends it.
+        """
+        self._shutdown = True
+        self._threads.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        start = time.perf_counter()
+        try:
+            result: T = self._collect(self._remote.remote(fn, args, kwargs), start)
+        except _LOST_ERRORS as exc:
+            self._count_lost()
+            raise SandboxError(
+                f"the Ray worker running {getattr(fn, '__qualname__', fn)!r} was lost and its retries ran "
+                f"out ({exc!r}); the execution's result is unknown"
+            ) from exc
+        return result
+
+    def _execute(self, wrapper: WorldModelWrapper[Any, Any], pending: PendingStep) -> None:
+        # The wrapper's own execute() runs here on the driver (ledger, timing, truncation); only its
+        # real env's step is remote. The env is swapped back whatever happens.
+        env = wrapper.env
+        wrapper.env = _RemoteStepEnv(env, self)
+        try:
+            wrapper.execute(pending)
+        finally:
+            wrapper.env = env
+
+    def _step(self, env: gym.Env[Any, Any], action: Any) -> tuple[_StepTuple, gym.Env[Any, Any]]:
+        start = time.perf_counter()
+        stepped: tuple[_StepTuple, gym.Env[Any, Any]] = self._collect(
+            self._remote_step.remote(env, action), start
+        )
+        return stepped
+
+    def _collect(self, ref: Any, start: float) -> Any:
+        result, seconds, node = ray.get(ref)
+        with self._lock:
+            self._stats.completed += 1
+            self._stats.remote_seconds += seconds
+            self._stats.driver_seconds += time.perf_counter() - start
+            self._stats.nodes[node] += 1
+        return result
+
+    def _count_lost(self) -> None:
+        with self._lock:
+            self._stats.lost += 1
+
+
+class _WorldModelActor:
+    """One Ray actor holding one loaded world model (the factory runs again after a restart)."""
+
+    def __init__(self, factory: Callable[[], WorldModel]) -> None:
+        model = factory()
+        if not isinstance(model, WorldModel):
+            raise ConfigError(
+                f"factory() returned {model!r}, not a WorldModel; it must build one with a `name` and a "
+                "batched `predict(queries)`"
+            )
+        self._model = model
+
+    def name(self) -> str:
+        return str(self._model.name)
+
+    def predict(self, queries: Sequence[WorldModelQuery]) -> list[Prediction]:
+        return list(self._model.predict(queries))
+
+
+class RayWorldModelPool:
+    """A world model served by ``num_actors`` Ray actors: one model load per actor, batches split across them.
+
+    It is itself a :class:`~wmrl_envs.world_model.WorldModel`, so it goes wherever one goes
+    (``GroupedRollout``, ``WorldModelWrapper``, the trainer). A ``predict`` call splits its batch into
+    contiguous chunks, one per actor, and returns the predictions in order. A dead actor is restarted
+    by Ray (the factory runs again on the new instance) and its chunk retried; if that fails too, the
+    chunk's predictions are unknown (``Prediction(reward=None, info={"error": ...})``) and
+    :attr:`lost_queries` counts them. An exception raised by the model itself is raised as usual.
+
+    Args:
+        factory: builds the world model; runs once in each actor, so it must be picklable (a
+            module-level function or class, or a ``functools.partial`` of one).
+        num_actors: actors in the pool.
+        address: the Ray cluster, as for :class:`RayExecutor`.
+        num_cpus: CPUs each actor holds.
+        memory_mb: memory each actor reserves in Ray's scheduler, or ``None``.
+        num_gpus: GPUs each actor holds (0 on CPU-only clusters).
+        max_restarts: times Ray restarts a dead actor (each restart reloads the model).
+
+    Raises:
+        ConfigError: a value is out of range, no cluster answers, or the factory builds no world model.
+
+    Example:
+        >>> import functools
+        >>> from wmrl_envs.toy import ToyWorldModel
+        >>> factory = functools.partial(ToyWorldModel, bias=0.0)
+        >>> pool = RayWorldModelPool(factory, num_actors=2)  # doctest: +SKIP
+        >>> len(pool.predict(queries)) == len(queries), pool.lost_queries  # doctest: +SKIP
+        (True, 0)
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], WorldModel],
+        *,
+        num_actors: int = 1,
+        address: str | None = "auto",
+        num_cpus: float = 1.0,
+        memory_mb: int | None = None,
+        num_gpus: float = 0.0,
+        max_restarts: int = 1,
+    ) -> None:
+        if not callable(factory):
+            raise ConfigError(
+                f"factory={factory!r} is not callable; pass a function that builds the world model"
+            )
+        if isinstance(num_actors, bool) or not isinstance(num_actors, int) or num_actors < 1:
+            raise ConfigError(f"num_actors={num_actors!r} must be a positive int, e.g. 2")
+        _check_resources(num_cpus, memory_mb)
+        if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, float)) or num_gpus < 0:
+            raise ConfigError(f"num_gpus={num_gpus!r} must be a number >= 0")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ConfigError(
+                f"max_restarts={max_restarts!r} must be an int >= 0 (0: a dead actor stays dead)"
+            )
+        connect(address)
+        actor_class = ray.remote(_WorldModelActor).options(
+            **_resource_options(num_cpus, memory_mb),
+            num_gpus=num_gpus,
+            max_restarts=max_restarts,
+            max_task_retries=max_restarts,
+        )
+        self.actors: tuple[Any, ...] = tuple(actor_class.remote(factory) for _ in range(num_actors))
+        try:
+            names = ray.get([actor.name.remote() for actor in self.actors])
+        except ray.exceptions.RayError as exc:
+            self.shutdown()
+            cause = exc.as_instanceof_cause() if isinstance(exc, ray.exceptions.RayTaskError) else exc
+            if isinstance(cause, ConfigError):
+                raise ConfigError(str(cause)) from exc
+            raise ConfigError(f"the world-model actors could not load the model: {exc!r}") from exc
+        self.name: str = names[0]
+        self._lock = threading.Lock()
+        self._lost_queries = 0
+
+    @property
+    def lost_queries(self) -> int:
+        """Queries answered ``None`` because their actor died and could not be restarted in time."""
+        with self._lock:
+            return self._lost_queries
+
+    def predict(self, queries: Sequence[WorldModelQuery]) -> list[Prediction]:
+        """Predict every query, the batch split across the actors; in order, one per query."""
+        if not queries:
+            return []
+        size = math.ceil(len(queries) / len(self.actors))
+        chunks = [list(queries[start : start + size]) for start in range(0, len(queries), size)]
+        refs = [actor.predict.remote(chunk) for actor, chunk in zip(self.actors, chunks, strict=False)]
+        predictions: list[Prediction] = []
+        for ref, chunk in zip(refs, chunks, strict=True):
+            try:
+                predictions.extend(ray.get(ref))
+            except _LOST_ERRORS as exc:
+                with self._lock:
+                    self._lost_queries += len(chunk)
+                error = f"world-model actor lost and not restarted in time: {exc!r}"
+                predictions.extend(Prediction(reward=None, info={"error": error}) for _ in chunk)
+        return predictions
+
+    def shutdown(self) -> None:
+        """Kill the actors (their models are unloaded); the pool cannot predict afterwards."""
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+
+    def __enter__(self) -> RayWorldModelPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
