@@ -36,6 +36,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fidelity": ("wmrl_adapters.fidelity_cli", "Measure how well a world model predicts real executions."),
     "docker": ("wmrl_adapters.docker", "Build the Docker sandbox image / check the engine."),
     "doctor": ("wmrl_adapters.doctor", "Report which sandboxes, engines and offline models work here."),
+    "train": ("wmrl_adapters.train.cli", "Train a code agent on the Kaggle suite (GRPO, WMRL, ablations)."),
+    "eval": ("wmrl_adapters.train.evaluate", "Evaluate a trained run for real on held-out or any tasks."),
+    "compare": ("wmrl_adapters.train.compare", "Every method x seeds on the Kaggle suite (Tables 1 and 3)."),
 }
 """Subcommand -> (module with a ``main(argv)`` function, one-line help)."""
 

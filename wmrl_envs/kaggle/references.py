@@ -65,6 +65,8 @@ __all__ = [
     "LeaderboardRecord",
     "REFERENCE_NAMES",
     "reference_solutions",
+    "solution_preamble",
+    "SUBMISSION_WRITER",
     "data_fingerprint",
     "build_leaderboard",
     "load_leaderboard_record",
@@ -334,18 +336,34 @@ def _baseline_block(name: str, kind: str) -> str:
     return f"\nrng = np.random.default_rng(0)\nprediction = {draw}\n"
 
 
+def solution_preamble(competition: Competition, name: str, description: str) -> str:
+    """The shared opening of a generated solution: docstring, imports, data loading and column kinds.
+
+    It defines ``train``, ``test``, ``y``, ``features``, ``numeric``, ``categorical``, ``TEXT``, ``ID``,
+    ``COLUMN`` and ``numeric_frame(frame)`` (numeric columns plus the length of every text column);
+    end the solution with :data:`SUBMISSION_WRITER` once ``prediction`` holds one value per test row.
+    The design-space agent (:mod:`wmrl_envs.kaggle.design`) renders its solutions on it too.
+    """
+    return _PREAMBLE.format(
+        name=name,
+        description=description,
+        competition=competition.id,
+        target=competition.train_target or competition.target,
+        column=competition.target,
+        train_file=competition.train_file,
+        test_file=competition.test_file,
+        id_column=competition.id_column,
+        text=tuple(competition.text_columns),
+    )
+
+
+SUBMISSION_WRITER: str = _WRITE.format()
+"""The closing lines of a generated solution: write ``prediction`` as ``submission.csv``."""
+
+
 def reference_solutions(competition: Competition) -> tuple[ReferenceSolution, ...]:
     """The 14 reference solutions of ``competition`` as runnable sources, in :data:`REFERENCE_NAMES` order."""
     kind = get_metric(competition.metric).kind
-    header = {
-        "competition": competition.id,
-        "target": competition.train_target or competition.target,
-        "column": competition.target,
-        "train_file": competition.train_file,
-        "test_file": competition.test_file,
-        "id_column": competition.id_column,
-        "text": tuple(competition.text_columns),
-    }
     solutions = [
         ReferenceSolution(
             "sample_submission",
@@ -358,12 +376,12 @@ def reference_solutions(competition: Competition) -> tuple[ReferenceSolution, ..
     ]
     for name, description in (("prior", "predict the class prior, majority label or median"),
                               ("random_guess", "seeded random predictions in the target's range")):
-        code = _PREAMBLE.format(name=name, description=description, **header)
-        code += _baseline_block(name, kind) + _WRITE.format()
+        code = solution_preamble(competition, name, description)
+        code += _baseline_block(name, kind) + SUBMISSION_WRITER
         solutions.append(ReferenceSolution(name, description, code))
     for recipe in _RECIPES:
-        code = _PREAMBLE.format(name=recipe.name, description=recipe.description, **header)
-        code += _FEATURES[recipe.features] + _model_block(recipe, competition, kind) + _WRITE.format()
+        code = solution_preamble(competition, recipe.name, recipe.description)
+        code += _FEATURES[recipe.features] + _model_block(recipe, competition, kind) + SUBMISSION_WRITER
         solutions.append(ReferenceSolution(recipe.name, recipe.description, code))
     return tuple(solutions)
 

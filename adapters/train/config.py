@@ -1,0 +1,209 @@
+"""``TrainConfig``: every setting of a ``wmrl train`` run, validated, with the algorithms' definitions.
+
+Why one frozen dataclass: a run directory stores its resolved config, and ``--resume`` must refuse a
+run made with different settings; comparing two dataclass dicts is exact. Every field carries help
+text (shown by ``wmrl train --help``), and validation names the bad value and the valid choices.
+
+The algorithms (all on the same grouped rollouts, ``8 groups x 8 trajectories`` in the paper):
+
+=========  ===============================================================================================
+``grpo``    every group executed for real; GRPO on real scores (the expensive baseline)
+``anchors`` only the anchor groups WMRL would execute (same anchor plan), GRPO on them; no world model:
+            the equal-real-execution baseline
+``wm``      no real execution; GRPO on world-model scores
+``mix``     anchor groups real, the rest world-model scores, no correction ("direct mix")
+``od``      ``mix`` + Online Debiasing (isotonic calibration of the world-model scores on anchor pairs)
+``ivd``     ``mix`` + Inverse-Variance Denoising (anchor groups weighted 1 + eta2/eta2_cal)
+``wmrl``    ``mix`` + OD + IVD (the method)
+=========  ===============================================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from wmrl_algos.errors import ConfigError
+
+__all__ = ["ALGOS", "WORLD_MODELS", "POLICIES", "TrainConfig", "load_config", "paper_config"]
+
+Algo = Literal["grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
+ALGOS: tuple[str, ...] = ("grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl")
+WORLD_MODELS: tuple[str, ...] = ("rubric", "learned", "learned+rubric", "llm:<backend>")
+POLICIES: tuple[str, ...] = ("design", "llm")
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run. The defaults are the CPU-scaled embedded default (see docs/training.md).
+
+    Example:
+        >>> TrainConfig(algo="od", steps=3).algo
+        'od'
+    """
+
+    algo: str = field(
+        default="wmrl", metadata=_help("grpo | anchors | wm | mix | od | ivd | wmrl (see module doc).")
+    )
+    world_model: str = field(
+        default="learned+rubric",
+        metadata=_help(
+            "rubric | learned | learned+rubric | llm:transformers[=MODEL_DIR] | llm:http://HOST:PORT/v1. The "
+            "learned models keep learning from the anchor executions."
+        ),
+    )
+    policy: str = field(
+        default="design", metadata=_help("design (CPU design-space agent) | llm (wmrl_adapters.llm_agent).")
+    )
+    llm_model: str = field(
+        default="", metadata=_help("--policy llm: model directory (empty: the agent's default).")
+    )
+    seed: int = field(
+        default=0, metadata=_help("Seeds the policy, the task draw, the anchor plan and resets.")
+    )
+    steps: int = field(default=8, metadata=_help("Training steps (the paper trains 30)."))
+    groups: int = field(default=8, metadata=_help("Groups (tasks) per step (paper: 8)."))
+    group_size: int = field(default=4, metadata=_help("Trajectories per group (paper: 8; CPU default 4)."))
+    max_turns: int = field(
+        default=2, metadata=_help("Executions per episode (paper: up to 4; CPU default 2).")
+    )
+    anchor_fraction: float = field(
+        default=0.125,
+        metadata=_help("Share of groups executed for real (paper: ~10%, at least one: 1 of 8)."),
+    )
+    min_pairs: int = field(
+        default=8, metadata=_help("Anchor pairs before Online Debiasing fits its first map.")
+    )
+    warmup_steps: int = field(default=3, metadata=_help("Measured steps before IVD freezes eta2_cal."))
+    learning_rate: float = field(default=0.01, metadata=_help("Adam learning rate of the policy."))
+    update_epochs: int = field(
+        default=2, metadata=_help("Gradient steps per training step on the same rollouts.")
+    )
+    clip: float = field(default=0.2, metadata=_help("GRPO ratio clip epsilon."))
+    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient-norm clip."))
+    competitions: str = field(
+        default="train", metadata=_help("Training tasks: 'train' (the suite's split) or comma-separated ids.")
+    )
+    eval_competitions: str = field(
+        default="heldout", metadata=_help("Evaluation tasks: 'heldout' or comma-separated ids / directories.")
+    )
+    eval_every: int = field(default=0, metadata=_help("Evaluate every N steps (0: only at the end)."))
+    eval_samples: int = field(default=2, metadata=_help("Episodes per evaluation task (0: no evaluation)."))
+    checkpoint_every: int = field(default=1, metadata=_help("Save a checkpoint every N steps."))
+    sandbox: str = field(
+        default="local", metadata=_help("Sandbox backend: local (bubblewrap), docker or unsafe.")
+    )
+    warm: int = field(default=2, metadata=_help("Warm sandbox workers (local only; 0: cold starts)."))
+    timeout_s: float = field(
+        default=60.0, metadata=_help("Wall-clock limit of one execution (a timeout is a failure).")
+    )
+    memory_mb: int = field(default=2048, metadata=_help("Memory limit of one execution."))
+    cache: bool = field(
+        default=True,
+        metadata=_help(
+            "Cache real executions by (competition, code, sandbox settings); hits are charged at cost."
+        ),
+    )
+    progress: bool = field(default=True, metadata=_help("Show tqdm progress bars."))
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(ALGOS)}")
+        if self.world_model not in WORLD_MODELS[:3] and not self.world_model.startswith("llm:"):
+            raise ConfigError(
+                f"world_model={self.world_model!r} is unknown; choose from {', '.join(WORLD_MODELS)}"
+            )
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy={self.policy!r} is unknown; choose from {', '.join(POLICIES)}")
+        positive = ("steps", "groups", "max_turns", "update_epochs", "checkpoint_every", "memory_mb")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
+        if self.group_size < 2:
+            raise ConfigError(f"group_size={self.group_size}; GRPO needs >= 2 trajectories per group")
+        for name in ("eval_every", "eval_samples", "warm", "seed"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r}; pass 0 or more")
+        if not 0.0 < self.anchor_fraction <= 1.0:
+            raise ConfigError(f"anchor_fraction={self.anchor_fraction}; pass a share in (0, 1], e.g. 0.125")
+        if not (
+            self.learning_rate > 0 and self.timeout_s > 0 and self.max_grad_norm > 0 and 0 < self.clip < 1
+        ):
+            raise ConfigError(
+                f"learning_rate={self.learning_rate}, timeout_s={self.timeout_s}, max_grad_norm="
+                f"{self.max_grad_norm} must be > 0 and clip={self.clip} in (0, 1)"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes`` (unknown keys raise :class:`ConfigError` listing the valid ones)."""
+        check_keys(changes)
+        return dataclasses.replace(self, **changes)
+
+    def learning_settings(self) -> dict[str, Any]:
+        """The fields that change what a run computes (everything except progress display)."""
+        return {key: value for key, value in self.to_dict().items() if key != "progress"}
+
+
+def check_keys(values: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` naming unknown keys and listing the valid ones."""
+    valid = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(values) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {', '.join(valid)}")
+
+
+def coerce(key: str, text: str) -> Any:
+    """Parse a command-line value for field ``key`` by the field's type."""
+    check_keys({key: text})
+    kind = {f.name: f.type for f in dataclasses.fields(TrainConfig)}[key]
+    try:
+        if kind in ("bool", bool):
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1", "yes")
+        if kind in ("int", int):
+            return int(text)
+        if kind in ("float", float):
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"--{key.replace('_', '-')} {text!r} is not a valid {kind}") from None
+    return text
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """A config from a JSON file (any subset of the fields) plus overrides; defaults for the rest.
+
+    Raises:
+        ConfigError: unreadable file, unknown key or invalid value.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            values = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as error:
+            raise ConfigError(
+                f"cannot read config file {path}: {error}; pass a JSON object of fields"
+            ) from None
+        if not isinstance(values, dict):
+            raise ConfigError(
+                f"config file {path} holds {type(values).__name__}; pass a JSON object of fields"
+            )
+    values.update(overrides or {})
+    check_keys(values)
+    return TrainConfig(**values)
+
+
+def paper_config() -> TrainConfig:
+    """The paper's scale (8 groups x 8 trajectories, up to 4 turns, 30 steps): for a GPU cluster."""
+    return TrainConfig(groups=8, group_size=8, max_turns=4, steps=30, anchor_fraction=0.1)

@@ -1,0 +1,258 @@
+"""Held-out evaluation of a trained policy, executed for real: ``wmrl eval RUN_DIR``.
+
+Why its own loop (not :class:`~wmrl_envs.rollouts.GroupedRollout`): evaluation never consults a world
+model and needs each execution's full grade (position, medal, above-median), which the env's ``info``
+holds. Every episode is run for real with up to ``max_turns`` executions; an episode counts its best
+execution, as a Kaggle entry counts its best submission. Its compute goes into its own
+:class:`~wmrl_adapters.train.execution.ComputeMeter`, never into training compute.
+
+Competitions: the suite's held-out split (default), suite ids, or any competition directory in the
+suite's format, MLE-bench's (``prepared/public``, metric from its ``config.yaml``) or MLE-Dojo's.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+
+from wmrl_algos.errors import ConfigError
+from wmrl_envs.kaggle.competition import Competition, load_competition
+from wmrl_envs.kaggle.suite import KaggleSuite
+from wmrl_envs.rollouts import TurnContext
+from wmrl_envs.sandbox.base import Sandbox
+
+__all__ = ["EvalResult", "resolve_competitions", "evaluate_policy", "main"]
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Held-out metrics of one evaluation.
+
+    Attributes:
+        position: mean over episodes of the best execution's private leaderboard position score (0 for
+            an episode without a valid submission).
+        above_median: share of episodes whose best submission is above the leaderboard median.
+        medal: share of episodes with a medal.
+        valid: share of episodes with at least one valid submission.
+        episodes: episodes evaluated.
+        per_competition: mean position per competition.
+        compute: the evaluation's own compute meter totals.
+    """
+
+    position: float
+    above_median: float
+    medal: float
+    valid: float
+    episodes: int
+    per_competition: dict[str, float]
+    compute: dict[str, float]
+
+    def metrics(self, prefix: str = "eval") -> dict[str, float]:
+        """Namespaced scalars (``eval/position``, ``eval/medal_rate``...)."""
+        out = {
+            f"{prefix}/position": self.position,
+            f"{prefix}/above_median_rate": self.above_median,
+            f"{prefix}/medal_rate": self.medal,
+            f"{prefix}/valid_rate": self.valid,
+            f"{prefix}/episodes": float(self.episodes),
+            f"{prefix}/sandbox_cpu_charged": self.compute["charged_cpu_s"],
+            f"{prefix}/sandbox_cpu_spent": self.compute["spent_cpu_s"],
+        }
+        out.update({f"{prefix}/position/{key}": value for key, value in self.per_competition.items()})
+        return out
+
+
+def resolve_competitions(specs: Sequence[str], suite: KaggleSuite) -> list[Competition]:
+    """``heldout`` / ``train`` / ``all``, suite ids and competition directories, in order.
+
+    Raises:
+        ConfigError: an entry that is neither a split, a suite id nor a competition directory (the
+            message lists the suite's ids); a competition without a leaderboard.
+    """
+    out: list[Competition] = []
+    for spec in specs:
+        if spec in ("heldout", "train", "all"):
+            out += [suite.get(cid) for cid in suite.ids(spec)]  # type: ignore[arg-type]
+        elif spec in suite:
+            out.append(suite.get(spec))
+        elif Path(spec).is_dir():
+            out.append(load_competition(Path(spec)))
+        else:
+            raise ConfigError(
+                f"unknown competition {spec!r}: not a split (heldout, train, all), not one of the suite's "
+                f"{suite.ids()} and not a competition directory"
+            )
+    missing = [c.id for c in out if c.leaderboard is None]
+    if missing:
+        raise ConfigError(
+            f"competitions {missing} have no leaderboard, so a position cannot be computed; build one with "
+            "`wmrl leaderboards --ids ...` or add a leaderboard.csv (MLE-bench layout)"
+        )
+    return out
+
+
+def evaluate_policy(
+    policy: Any,
+    competitions: Sequence[Competition],
+    *,
+    samples: int,
+    max_turns: int,
+    sandbox: Sandbox,
+    timeout_s: float,
+    memory_mb: int,
+    cache: ExecutionCache | None = None,
+    workers: int = 2,
+    progress: Callable[[int], None] | None = None,
+) -> EvalResult:
+    """Run ``samples`` real episodes per competition with ``policy`` and grade them.
+
+    Args:
+        policy: a :class:`~wmrl_adapters.train.policy.TrainablePolicy` (sampling, not greedy: the
+            policy's distribution is what was trained).
+        competitions: the tasks (each with a leaderboard).
+        samples: episodes per competition (>= 1).
+        max_turns: executions per episode.
+        sandbox: shared sandbox (the caller closes it).
+        timeout_s: per-execution limit.
+        memory_mb: per-execution memory limit.
+        cache: execution cache (hits charged at cost, in the returned compute).
+        workers: executions run concurrently.
+        progress: called with the number of executions finished after each turn.
+
+    Raises:
+        ConfigError: ``samples`` < 1 or no competitions.
+    """
+    if samples < 1 or not competitions:
+        raise ConfigError(f"samples={samples}, {len(competitions)} competitions; need >= 1 of each")
+    meter = ComputeMeter()
+    episodes = [(c, k) for c in competitions for k in range(samples)]
+    envs = [
+        CachedKaggleEnv(
+            meter,
+            cache,
+            competition=c,
+            suite=None,
+            sandbox=sandbox,
+            max_turns=max_turns,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
+        for c, _ in episodes
+    ]
+    histories: list[dict[str, list[Any]]] = []
+    for env, (_, k) in zip(envs, episodes, strict=True):
+        observation, info = env.reset(seed=k)
+        histories.append({"observations": [observation], "actions": [], "infos": [info]})
+    best: list[dict[str, Any] | None] = [None] * len(envs)
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as executor:
+        for _turn in range(max_turns):
+            live = list(range(len(envs)))
+            contexts = [
+                TurnContext(
+                    i,
+                    episodes[i][0].id,
+                    i,
+                    0,
+                    tuple(histories[i]["observations"]),
+                    tuple(histories[i]["actions"]),
+                    tuple(histories[i]["infos"]),
+                )
+                for i in live
+            ]
+            actions = policy.act(
+                [h["observations"][-1] for h in histories],
+                [h["infos"][-1] for h in histories],
+                contexts=contexts,
+            )
+            results = list(
+                executor.map(lambda pair: envs[pair[0]].step(pair[1]), zip(live, actions, strict=True))
+            )
+            for i, action, (observation, _reward, _terminated, _truncated, info) in zip(
+                live, actions, results, strict=True
+            ):
+                histories[i]["observations"].append(observation)
+                histories[i]["actions"].append(action)
+                histories[i]["infos"].append(info)
+                value = info.get("ladder_value")
+                if value is not None and (best[i] is None or value > best[i]["ladder_value"]):
+                    best[i] = info
+            if progress is not None:
+                progress(len(live))
+    for env in envs:
+        env.close()
+    positions, above, medals, valid = [], [], [], []
+    per_competition: dict[str, list[float]] = {}
+    for (competition, _), info in zip(episodes, best, strict=True):
+        ok = info is not None and info.get("status") == "valid" and info.get("position") is not None
+        position = float(info["position"]) if ok else 0.0  # type: ignore[index]
+        positions.append(position)
+        valid.append(float(ok))
+        above.append(float(bool(ok and info.get("above_median"))))  # type: ignore[union-attr]
+        medals.append(float(bool(ok and info.get("medal"))))  # type: ignore[union-attr]
+        per_competition.setdefault(competition.id, []).append(position)
+    return EvalResult(
+        position=float(np.mean(positions)),
+        above_median=float(np.mean(above)),
+        medal=float(np.mean(medals)),
+        valid=float(np.mean(valid)),
+        episodes=len(episodes),
+        per_competition={key: float(np.mean(values)) for key, values in per_competition.items()},
+        compute=meter.state_dict(),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Evaluate a trained run's policy for real on held-out or any competitions (MLE-bench layout too)."""
+    import argparse
+    import json
+
+    from wmrl_adapters.train.config import TrainConfig
+    from wmrl_adapters.train.trainer import CHECKPOINT, Trainer
+
+    parser = argparse.ArgumentParser(prog="wmrl eval", description=main.__doc__)
+    parser.add_argument("run_dir", type=Path, help="a run directory made by wmrl train")
+    parser.add_argument(
+        "--competitions",
+        nargs="*",
+        default=None,
+        help="suite ids, 'heldout' (default), or competition directories (suite or MLE-bench layout)",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=None, help="episodes per competition (default: the run's)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here too")
+    args = parser.parse_args(argv)
+    config_path = args.run_dir / "config.json"
+    if not config_path.is_file() or not (args.run_dir / CHECKPOINT).is_file():
+        raise ConfigError(f"{args.run_dir} is not a trained run (no config.json and {CHECKPOINT})")
+    config = TrainConfig(**json.loads(config_path.read_text()))
+    if args.samples is not None and args.samples < 1:
+        raise ConfigError(f"--samples {args.samples}; pass >= 1")
+    trainer = Trainer(config, args.run_dir, resume=True)
+    try:
+        if args.competitions:
+            trainer.set_eval_competitions(args.competitions)
+        result = trainer.evaluate(samples=args.samples or max(1, config.eval_samples))
+    finally:
+        trainer.close()
+    metrics = result.metrics()
+    print(f"evaluated {result.episodes} episodes on {', '.join(result.per_competition)} (executed for real)")
+    print(
+        f"  mean position score {result.position:.3f}   above median {result.above_median:.2f}   "
+        f"medal {result.medal:.2f}   valid {result.valid:.2f}"
+    )
+    for competition, position in result.per_competition.items():
+        print(f"  {competition:<28} position {position:.3f}")
+    print(
+        f"  evaluation compute (not training): sandbox CPU charged {result.compute['charged_cpu_s']:.1f} s, "
+        f"spent {result.compute['spent_cpu_s']:.1f} s"
+    )
+    if args.out is not None:
+        args.out.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    return 0

@@ -1,0 +1,622 @@
+"""The GRPO trainer of ``wmrl train``: grouped rollouts, WMRL's corrections, the update, a run directory.
+
+Why one loop for seven algorithms: the comparison is only fair if every method sees the same kind of
+rollouts, the same anchor plan and the same update. Every step does, in this order:
+
+1. draw ``groups`` training competitions (seeded by ``(seed, step)``: a resumed run draws the same);
+2. plan the anchor groups (:meth:`CorrectionLoop.plan`; ``grpo`` anchors all, ``wm`` none, ``anchors``
+   keeps only the planned anchor groups and rolls out nothing else);
+3. roll out ``group_size`` trajectories per group with :class:`~wmrl_envs.rollouts.GroupedRollout` in
+   simulate mode: anchor groups run for real (and are predicted, for the calibration pairs), the rest
+   only through the world model; a trajectory scores its best execution (:func:`best_return`);
+4. correct (:meth:`CorrectionLoop.correct`: OD, IVD, advantages) and let a learned world model learn
+   from the anchor executions;
+5. the clipped GRPO update (:func:`wmrl_algos.grpo.grpo_loss`) on the trajectories with a signal;
+6. log a metrics line, save a checkpoint every ``checkpoint_every`` steps, evaluate when due.
+
+Run directory: ``config.json`` (resolved), ``metrics.jsonl`` (one line per step), ``checkpoint.pt``
+(policy, optimiser, correction state, world-model state, RNG states, ledger, compute meters, execution
+cache; written to a temporary file and renamed, so a failed write never destroys the previous one),
+``tensorboard/`` when TensorBoard is installed, ``plots/`` and ``summary.json`` at the end.
+
+Compute (``compute/*``): sandbox CPU-seconds charged at cost for every real execution (cache hits
+included, see :mod:`~wmrl_adapters.train.execution`), plus world-model seconds (predictions and
+learning), plus policy seconds (sampling and updates); ``compute/spent_total`` is what this machine
+actually burnt. Evaluation compute is reported apart (``eval/...``).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from wmrl_adapters.train.config import TrainConfig
+from wmrl_adapters.train.evaluate import EvalResult, evaluate_policy, resolve_competitions
+from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+from wmrl_adapters.train.world_models import NoWorldModel, build_world_model
+
+from wmrl_algos.errors import CheckpointError, ConfigError
+from wmrl_algos.grpo import GRPOConfig, grpo_loss
+from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
+from wmrl_algos.types import ScoredGroup
+from wmrl_envs.kaggle.competition import Competition
+from wmrl_envs.kaggle.env import extract_code
+from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
+from wmrl_envs.ledger import CostLedger
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, best_return
+from wmrl_envs.world_model import WorldModelQuery
+
+__all__ = ["Trainer", "correction_config", "build_policy", "write_atomic"]
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+CONFIG = "config.json"
+SUMMARY = "summary.json"
+_TIMING_PREFIXES = ("cost/", "compute/", "time/", "eval/sandbox_cpu")
+
+
+def correction_config(config: TrainConfig) -> CorrectionConfig:
+    """The :class:`CorrectionConfig` that makes ``config.algo`` (see :mod:`wmrl_adapters.train.config`)."""
+    flags = {
+        "grpo": (False, False),
+        "anchors": (False, False),
+        "wm": (False, False),
+        "mix": (False, False),
+        "od": (True, False),
+        "ivd": (False, True),
+        "wmrl": (True, True),
+    }[config.algo]
+    fraction, minimum = config.anchor_fraction, 1
+    if config.algo == "grpo":
+        fraction = 1.0
+    elif config.algo == "wm":
+        fraction, minimum = 0.0, 0
+    return CorrectionConfig(
+        anchor_fraction=fraction,
+        min_anchor_groups=minimum,
+        seed=config.seed,
+        debias=flags[0],
+        denoise=flags[1],
+        min_pairs=config.min_pairs,
+        refit_every=max(1, config.min_pairs // 2),
+        warmup_steps=config.warmup_steps,
+    )
+
+
+def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]) -> Any:
+    """The policy of ``config.policy``: the design-space agent or the LLM agent (``wmrl_adapters.llm_agent``).
+
+    Raises:
+        ConfigError: ``--policy llm`` but the LLM agent module is not available in this install.
+    """
+    if config.policy == "design":
+        from wmrl_adapters.train.design_policy import DesignPolicy
+
+        return DesignPolicy(competitions, max_turns=config.max_turns, seed=config.seed)
+    try:
+        from wmrl_adapters.llm_agent import LLMAgent, LLMAgentConfig
+    except ImportError as error:
+        raise ConfigError(
+            f"--policy llm needs wmrl_adapters.llm_agent ({error}); install wmrl[llm] or use --policy design"
+        ) from error
+    agent_config = LLMAgentConfig(model=config.llm_model) if config.llm_model else LLMAgentConfig()
+    return LLMAgent(agent_config)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: a failure leaves the old file intact."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [float(v) for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(known)) if known else None
+
+
+class Trainer:
+    """One training run in a run directory (new or resumed).
+
+    Args:
+        config: the run's settings.
+        run_dir: the run directory (created; must not hold another run unless ``resume``).
+        resume: continue the run in ``run_dir`` from its checkpoint; ``config`` must equal the saved one.
+        suite: the task suite (default: the built-in one).
+        ray: a Ray address (``"auto"`` or ``ray://...``) to run the real executions on Ray.
+        cache: an execution cache shared with other runs (``wmrl compare``); hits are charged at cost.
+
+    Raises:
+        ConfigError: ``run_dir`` holds another run (without ``resume``), or ``config`` differs from the
+            saved config of the run being resumed (nothing is written then).
+        CheckpointError: ``resume`` without a checkpoint.
+
+    Example:
+        >>> trainer = Trainer(TrainConfig(steps=1), Path("runs/demo"))  # doctest: +SKIP
+        >>> summary = trainer.run()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        run_dir: Path,
+        *,
+        resume: bool = False,
+        suite: KaggleSuite | None = None,
+        ray: str | None = None,
+        cache: ExecutionCache | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        saved = self.run_dir / CONFIG
+        if resume:
+            if not saved.is_file() or not (self.run_dir / CHECKPOINT).is_file():
+                raise CheckpointError(f"{self.run_dir} has no {CONFIG} and {CHECKPOINT}; nothing to resume")
+            previous = json.loads(saved.read_text())
+            current = config.learning_settings()
+            differing = sorted(
+                k
+                for k in current.keys() | previous.keys()
+                if k != "progress" and current.get(k) != previous.get(k)
+            )
+            if differing:
+                details = ", ".join(
+                    f"{k}: run {previous.get(k)!r} vs now {current.get(k)!r}" for k in differing
+                )
+                raise ConfigError(
+                    f"cannot resume {self.run_dir}: it was made with another config ({details}); resume "
+                    "without changing settings, or start a new run directory"
+                )
+        elif saved.is_file():
+            raise ConfigError(
+                f"{self.run_dir} already holds a run; pass --resume {self.run_dir} to continue it or choose "
+                "another --out directory (nothing was overwritten)"
+            )
+        self.config = config
+        self.suite = suite if suite is not None else load_suite()
+        self.train_ids = self._train_ids()
+        self._eval_competitions: list[Competition] | None = None
+        self._known: dict[str, Competition] = {}
+        self.policy = build_policy(config, self._lookup)
+        self.optimizer = torch.optim.Adam(list(self.policy.parameters()), lr=config.learning_rate)
+        self.loop = CorrectionLoop(correction_config(config))
+        real_only = config.algo in ("grpo", "anchors")
+        self.world_model = NoWorldModel() if real_only else build_world_model(config.world_model)
+        self.ledger = CostLedger()
+        self.meter = ComputeMeter()
+        self.eval_meter = ComputeMeter()
+        self.cache = (cache if cache is not None else ExecutionCache()) if config.cache else None
+        self.sandbox = self._make_sandbox()
+        self.policy_seconds = 0.0
+        self.learn_seconds = 0.0
+        self.wall_seconds = 0.0
+        self.step = 0
+        self.last_eval: dict[str, float] = {}
+        executor = None
+        if ray is not None:
+            from wmrl_algos.errors import require
+
+            require("ray", "ray")
+            from wmrl_adapters.ray_exec import RayExecutor
+
+            executor = RayExecutor(ray)
+        self.rollout = GroupedRollout(
+            self._make_env,
+            self.world_model,
+            RolloutConfig(
+                group_size=config.group_size,
+                mode="simulate",
+                scoring="step",
+                max_turns=config.max_turns,
+                tolerate_errors=True,
+                max_workers=2,
+            ),
+            reducer=best_return,
+            ledger=self.ledger,
+            executor=executor,
+        )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._boundary: bytes | None = None
+        if resume:
+            self._load(self.run_dir / CHECKPOINT)
+        else:
+            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+            (self.run_dir / METRICS).write_text("")
+        self._tensorboard = self._open_tensorboard()
+
+    # ----------------------------------------------------------------------------------------- setup
+    def _train_ids(self) -> list[str]:
+        spec = self.config.competitions
+        if spec == "train":
+            return self.suite.ids("train")
+        ids = [item.strip() for item in spec.split(",") if item.strip()]
+        unknown = [cid for cid in ids if cid not in self.suite]
+        if unknown or not ids:
+            raise ConfigError(
+                f"unknown competition(s) {unknown or spec!r}; choose from {self.suite.ids('train')}"
+            )
+        heldout = [cid for cid in ids if cid in self.suite.ids("heldout")]
+        if heldout:
+            raise ConfigError(
+                f"competitions {heldout} are held out for evaluation and never trained on; choose from "
+                f"{self.suite.ids('train')}"
+            )
+        return ids
+
+    def _lookup(self, competition_id: str) -> Competition:
+        if competition_id not in self._known:
+            self._known[competition_id] = self.suite.get(competition_id)
+        return self._known[competition_id]
+
+    def _make_sandbox(self) -> Any:
+        from wmrl_envs.sandbox import make_sandbox
+
+        if self.config.sandbox == "local" and self.config.warm:
+            return make_sandbox("local", warm=self.config.warm)
+        return make_sandbox(self.config.sandbox)
+
+    def _make_env(self) -> CachedKaggleEnv:
+        config = self.config
+        return CachedKaggleEnv(
+            self.meter,
+            self.cache,
+            suite=self.suite,
+            split="train",
+            sandbox=self.sandbox,
+            max_turns=config.max_turns,
+            timeout_s=config.timeout_s,
+            memory_mb=config.memory_mb,
+        )
+
+    def _open_tensorboard(self) -> Any:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+        return SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def eval_competitions(self) -> list[Competition]:
+        """The evaluation tasks of ``config.eval_competitions`` (resolved once)."""
+        if self._eval_competitions is None:
+            specs = [item.strip() for item in self.config.eval_competitions.split(",") if item.strip()]
+            self.set_eval_competitions(specs)
+        assert self._eval_competitions is not None
+        return self._eval_competitions
+
+    def set_eval_competitions(self, specs: Sequence[str]) -> None:
+        """Evaluate on these instead (suite ids, splits or competition directories)."""
+        self._eval_competitions = resolve_competitions(list(specs), self.suite)
+        for competition in self._eval_competitions:
+            self._known[competition.id] = competition
+
+    # ------------------------------------------------------------------------------------ training
+    def _draw_tasks(self, step: int) -> list[str]:
+        rng = np.random.default_rng([self.config.seed, step])
+        picks = rng.choice(
+            len(self.train_ids), self.config.groups, replace=self.config.groups > len(self.train_ids)
+        )
+        return [self.train_ids[int(i)] for i in picks]
+
+    def train_step(self) -> dict[str, float]:
+        """Run one training step and return its metrics line."""
+        config = self.config
+        started = time.perf_counter()
+        tasks = self._draw_tasks(self.step)
+        mask = self.loop.plan(len(tasks))
+        if config.algo == "anchors":
+            tasks = [task for task, anchor in zip(tasks, mask, strict=True) if anchor]
+            mask = np.ones(len(tasks), dtype=bool)
+        before = self.ledger.world_model_seconds
+        act_started = time.perf_counter()
+        groups = self.rollout.run(
+            [RolloutTask(cid, {"competition": cid}) for cid in tasks],
+            self.policy,
+            anchors=[bool(a) for a in mask],
+            seed=config.seed * 100_000 + self.step * 100,
+        )
+        rollout_seconds = time.perf_counter() - act_started
+        result = self.loop.correct(groups)
+        self._learn_world_model(groups)
+        advantages, keep = result.flat()
+        trajectories = [t for group in groups for t in group.trajectories]
+        batch = [t for t, used in zip(trajectories, keep, strict=True) if used]
+        update = self._update(batch, torch.as_tensor(advantages[keep], dtype=torch.float32)) if batch else {}
+        self.step += 1
+        self.wall_seconds += time.perf_counter() - started
+        metrics: dict[str, float] = {"step": float(self.step)}
+        metrics.update(result.metrics)
+        metrics.update(self.ledger.as_metrics())
+        metrics.update(self._reward_metrics(groups))
+        metrics.update(update)
+        metrics["train/trajectories"] = float(len(trajectories))
+        metrics["train/trajectories_with_signal"] = float(len(batch))
+        metrics["time/rollout_seconds"] = rollout_seconds
+        metrics["time/wall_seconds"] = self.wall_seconds
+        metrics.update(self._compute_metrics(self.ledger.world_model_seconds - before))
+        return metrics
+
+    def _learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
+        observe = getattr(self.world_model, "observe", None)
+        if observe is None:
+            return
+        started = time.perf_counter()
+        queries, rewards = [], []
+        for group in groups:
+            if not group.anchor:
+                continue
+            competition = self._lookup(str(group.task_id))
+            for trajectory in group.trajectories:
+                for turn, (action, real) in enumerate(zip(trajectory.actions, trajectory.real, strict=True)):
+                    if real is None:
+                        continue
+                    context = competition.context(
+                        turn=turn,
+                        history=tuple(trajectory.observations[1 : turn + 1]),
+                        previous_solutions=tuple(extract_code(a) or a for a in trajectory.actions[:turn]),
+                    )
+                    queries.append(WorldModelQuery(context, action))
+                    rewards.append(real)
+        if queries:
+            observe(queries, rewards)
+        self.learn_seconds += time.perf_counter() - started
+
+    def _update(self, batch: list[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
+        config = self.config
+        started = time.perf_counter()
+        loss_config = GRPOConfig(epsilon_low=config.clip, epsilon_high=config.clip)
+        with torch.no_grad():
+            old, mask = self.policy.logprobs(batch)
+        metrics: dict[str, float] = {}
+        for _ in range(config.update_epochs):
+            logprobs, mask = self.policy.logprobs(batch)
+            loss, metrics = grpo_loss(logprobs, old, advantages, mask, config=loss_config)
+            self.optimizer.zero_grad()
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), config.max_grad_norm)
+            self.optimizer.step()
+            metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
+        with torch.no_grad():
+            new, mask = self.policy.logprobs(batch)
+            log_ratio = old - new
+            kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
+        metrics["losses/approx_kl"] = float(kl)
+        entropy = getattr(self.policy, "entropy", None)
+        if entropy is not None:
+            metrics["losses/entropy"] = float(entropy(batch))
+        self.policy_seconds += time.perf_counter() - started
+        return metrics
+
+    def _reward_metrics(self, groups: Sequence[ScoredGroup]) -> dict[str, float]:
+        real = [score for group in groups if group.real is not None for score in group.real]
+        predicted = [score for group in groups for score in group.predicted]
+        calibrated = [score for group in groups for score in self.loop.debiaser.apply(list(group.predicted))]
+        values = {
+            "reward/real_mean": _mean(real),
+            "reward/predicted_mean": _mean(predicted),
+            "reward/calibrated_mean": _mean(calibrated),
+            "reward/real_valid_rate": _mean([float(s >= 0.5) for s in real if s is not None]),
+            "reward/predicted_unknown": float(sum(s is None for s in predicted)),
+        }
+        return {key: value for key, value in values.items() if value is not None}
+
+    def _compute_metrics(self, world_model_step_seconds: float) -> dict[str, float]:
+        meter = self.meter.state_dict()
+        world_model = self.ledger.world_model_seconds + self.learn_seconds
+        return {
+            "compute/real_executions": meter["executions"],
+            "compute/cache_hits": meter["hits"],
+            "compute/sandbox_cpu_charged": meter["charged_cpu_s"],
+            "compute/sandbox_cpu_spent": meter["spent_cpu_s"],
+            "compute/world_model_seconds": world_model,
+            "compute/world_model_step_seconds": world_model_step_seconds,
+            "compute/policy_seconds": self.policy_seconds,
+            "compute/charged_total": meter["charged_cpu_s"] + world_model + self.policy_seconds,
+            "compute/spent_total": meter["spent_cpu_s"] + world_model + self.policy_seconds,
+        }
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def evaluate(self, samples: int | None = None) -> EvalResult:
+        """Evaluate the current policy on the evaluation tasks (its sampling state is restored after)."""
+        config = self.config
+        snapshot = copy.deepcopy(self.policy.state_dict())
+        try:
+            result = evaluate_policy(
+                self.policy,
+                self.eval_competitions(),
+                samples=samples or config.eval_samples,
+                max_turns=config.max_turns,
+                sandbox=self.sandbox,
+                timeout_s=config.timeout_s,
+                memory_mb=config.memory_mb,
+                cache=self.cache,
+            )
+        finally:
+            self.policy.load_state_dict(snapshot)
+        for key in ("executions", "hits", "charged_cpu_s", "spent_cpu_s", "wall_s"):
+            setattr(self.eval_meter, key, getattr(self.eval_meter, key) + result.compute[key])
+        return result
+
+    # ----------------------------------------------------------------------------------- the loop
+    def run(self) -> dict[str, Any]:
+        """Train to ``config.steps`` (from where a resumed run stopped), evaluate, plot, summarise.
+
+        Ctrl-C (SIGINT) or SIGTERM saves the last completed step's checkpoint before exiting.
+        """
+        config = self.config
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        metrics_path = self.run_dir / METRICS
+        try:
+            with tqdm(
+                total=config.steps,
+                initial=self.step,
+                desc=f"wmrl train {config.algo}",
+                disable=not config.progress,
+            ) as bar:
+                while self.step < config.steps:
+                    metrics = self.train_step()
+                    due = (
+                        config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps
+                    )
+                    if config.eval_samples and (due or self.step == config.steps):
+                        self.last_eval = self.evaluate().metrics()
+                        metrics.update(self.last_eval)
+                    with open(metrics_path, "a") as handle:
+                        handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                    self._log_tensorboard(metrics)
+                    self._boundary = self._state_bytes()
+                    if self.step % config.checkpoint_every == 0 or self.step == config.steps:
+                        write_atomic(self.run_dir / CHECKPOINT, self._boundary)
+                    bar.update(1)
+                    bar.set_postfix(
+                        real=metrics.get("reward/real_mean"), charged=metrics["compute/charged_total"]
+                    )
+        except KeyboardInterrupt:
+            if self._boundary is not None:
+                write_atomic(self.run_dir / CHECKPOINT, self._boundary)
+            print(
+                f"interrupted: checkpoint of step {self.step_saved()} in {self.run_dir}; continue with "
+                f"`wmrl train --resume {self.run_dir}`"
+            )
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.close()
+        return self._finish()
+
+    def step_saved(self) -> int:
+        """The step of the checkpoint on disk (0 if none)."""
+        path = self.run_dir / CHECKPOINT
+        if not path.is_file():
+            return 0
+        return int(torch.load(path, weights_only=False)["step"])
+
+    def _finish(self) -> dict[str, Any]:
+        from wmrl_adapters.train.plots import plot_run
+
+        lines = read_metrics(self.run_dir / METRICS)
+        last = lines[-1] if lines else {}
+        plots = plot_run(lines, self.run_dir / "plots")
+        summary = {
+            "run_dir": str(self.run_dir),
+            "config": self.config.to_dict(),
+            "steps": self.step,
+            "final": last,
+            "eval": self.last_eval or {k: v for k, v in last.items() if k.startswith("eval/")},
+            "eval_compute": self.eval_meter.state_dict(),
+            "plots": [str(p) for p in plots],
+        }
+        (self.run_dir / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return summary
+
+    def close(self) -> None:
+        """Close the rollout's environments, the sandbox and the TensorBoard writer."""
+        self.rollout.close()
+        close = getattr(self.sandbox, "close", None)
+        if close is not None:
+            close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+
+    def _log_tensorboard(self, metrics: Mapping[str, float]) -> None:
+        if self._tensorboard is None:
+            return
+        for key, value in metrics.items():
+            if key != "step":
+                self._tensorboard.add_scalar(key, value, self.step)
+
+    # ---------------------------------------------------------------------------------- checkpoints
+    def _state_bytes(self) -> bytes:
+        state = {
+            "format": 1,
+            "step": self.step,
+            "config": self.config.learning_settings(),
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "loop": self.loop.state_dict(),
+            "world_model": getattr(self.world_model, "state_dict", dict)(),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
+            "ledger": self.ledger.state_dict(),
+            "meter": self.meter.state_dict(),
+            "eval_meter": self.eval_meter.state_dict(),
+            "cache": self.cache.state_dict() if self.cache is not None else None,
+            "seconds": {
+                "policy": self.policy_seconds,
+                "learn": self.learn_seconds,
+                "wall": self.wall_seconds,
+            },
+            "last_eval": self.last_eval,
+        }
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getvalue()
+
+    def _load(self, path: Path) -> None:
+        try:
+            state = torch.load(path, weights_only=False)
+        except Exception as error:  # a torn or foreign file: say which, never guess
+            raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
+        self.step = int(state["step"])
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.loop.load_state_dict(state["loop"])
+        if state["world_model"] and hasattr(self.world_model, "load_state_dict"):
+            self.world_model.load_state_dict(state["world_model"])
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        self.ledger.load_state_dict(state["ledger"])
+        self.meter.load_state_dict(state["meter"])
+        self.eval_meter.load_state_dict(state["eval_meter"])
+        if self.cache is not None and state["cache"] is not None:
+            self.cache.load_state_dict({**self.cache.state_dict(), **state["cache"]})
+        self.policy_seconds = state["seconds"]["policy"]
+        self.learn_seconds = state["seconds"]["learn"]
+        self.wall_seconds = state["seconds"]["wall"]
+        self.last_eval = dict(state["last_eval"])
+        lines = [line for line in read_metrics(self.run_dir / METRICS) if line["step"] <= self.step]
+        write_atomic(
+            self.run_dir / METRICS,
+            "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode(),
+        )
+        self._boundary = None
+
+
+def read_metrics(path: Path) -> list[dict[str, float]]:
+    """The metrics lines of a run (a torn last line from a killed run is skipped)."""
+    if not path.is_file():
+        return []
+    lines = []
+    for text in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            continue
+    return lines
+
+
+def learning_metrics(line: Mapping[str, float]) -> dict[str, float]:
+    """A metrics line without its timing/compute keys (what must be identical after an exact resume)."""
+    return {key: value for key, value in line.items() if not key.startswith(_TIMING_PREFIXES)}
