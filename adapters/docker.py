@@ -14,6 +14,15 @@ size-capped check as every backend, and the run dir is unmounted afterwards. No 
 added (it may be missing on the engine's host): the solution is pid 1 of the container's pid namespace,
 so when it exits the kernel kills everything else in it, and a ``setsid`` daemon cannot outlive it.
 
+Nothing outlives its owner: the engine, not the trainer, runs the container, so a killed trainer
+cannot take it along. Every container is labelled with its owner (``wmrl.owner``: pid and start
+time; ``wmrl.boot``: the host's boot id) and the backend removes the containers of dead owners
+on this host when it starts and when it closes (:func:`sweep_stale_containers`), as the local
+backend sweeps its mounts and cgroups. Until a sweep runs, an orphan is bounded: a CPU-time rlimit
+of the run's timeout times its CPU quota (never reached before the wall clock in a live run) ends a
+busy one, and its work dir is swept with the local backend's. Docker's default seccomp profile
+applies (the ``local`` backend loads an equivalent filter).
+
 The image (``wmrl-sandbox:<version>``) is made by :func:`build_sandbox_image` from the host's own
 interpreter: its standard library (without tests, IDLE, tkinter and the static-link config), the ML
 packages solutions use (numpy, pandas, scikit-learn, scipy, lightgbm and their dependencies, without
@@ -48,7 +57,8 @@ from typing import Any
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError, require
 from wmrl_envs.sandbox import register_backend
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
-from wmrl_envs.sandbox.local import input_target
+from wmrl_envs.sandbox.lifetime import owner_alive, owner_tag, parse_owner, sweep_stale
+from wmrl_envs.sandbox.local import SHM_MB, input_target
 from wmrl_envs.sandbox.process import ProcessOutcome
 from wmrl_envs.sandbox.results import build_result
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
@@ -60,6 +70,7 @@ __all__ = [
     "build_sandbox_image",
     "docker_client",
     "engine_reachable",
+    "sweep_stale_containers",
 ]
 
 try:
@@ -76,6 +87,9 @@ IMAGE_PACKAGES: tuple[str, ...] = ("numpy", "pandas", "scikit-learn", "scipy", "
 _SOCKETS = ("/var/run/docker.sock", "/tmp/wmrl-docker/docker.sock")
 _UID_RANGE = (1_000_000, 1_900_000)
 _PYTHON_LABEL = "wmrl.python"
+_OWNER_LABEL = "wmrl.owner"
+_BOOT_LABEL = "wmrl.boot"
+_CPU_GRACE_S = 5
 _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages"}
 
 
@@ -120,6 +134,36 @@ def docker_client(base_url: str | None = None, timeout_s: float = 60.0) -> Any:
             f"`scripts/docker_engine.sh start` or use make_sandbox('local')"
         ) from exc
     return client
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def sweep_stale_containers(client: Any) -> list[str]:
+    """Remove the sandbox containers whose owner process on this host is gone.
+
+    Args:
+        client: a ``docker.DockerClient``.
+
+    Returns:
+        The ids of the removed containers. Containers of live owners, and of other hosts sharing
+        the engine (another boot id), are left alone.
+    """
+    removed: list[str] = []
+    boot = _boot_id()
+    for container in client.containers.list(all=True, filters={"label": _OWNER_LABEL}):
+        labels = container.labels or {}
+        owner = parse_owner(f"wmrl-run-{labels.get(_OWNER_LABEL, '')}-")
+        if labels.get(_BOOT_LABEL) != boot or owner is None or owner_alive(*owner):
+            continue
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(str(container.id))
+    return removed
 
 
 def engine_reachable(base_url: str | None = None) -> bool:
@@ -360,6 +404,8 @@ class DockerSandbox:
                 ) from exc
             build_sandbox_image(image, base_url=base_url)
             self._python = self._image_python()
+        sweep_stale()
+        sweep_stale_containers(self._client)
         self._outputs = OutputStore(output_dir)
 
     def _image_python(self) -> str:
@@ -395,6 +441,7 @@ class DockerSandbox:
             os.chmod(solution, 0o444)
             types = self._docker.types
             file_cap = request.disk_mb * 2**20
+            cpu_cap = int(request.timeout_s * self.cpus) + _CPU_GRACE_S
             log_cap = max(request.max_output_bytes, 65536)
             environment = {"HOME": "/sandbox", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                            "PATH": f"{os.path.dirname(self._python)}:/usr/local/bin:/usr/bin:/bin",
@@ -415,11 +462,13 @@ class DockerSandbox:
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 ulimits=[types.Ulimit(name="fsize", soft=file_cap, hard=file_cap),
-                         types.Ulimit(name="core", soft=0, hard=0)],
+                         types.Ulimit(name="core", soft=0, hard=0),
+                         types.Ulimit(name="cpu", soft=cpu_cap, hard=cpu_cap)],
+                labels={_OWNER_LABEL: owner_tag(), _BOOT_LABEL: _boot_id()},
                 log_config=types.LogConfig(
                     type="json-file", config={"max-size": str(log_cap), "max-file": "2"}
                 ),
-                shm_size="16m",
+                shm_size=f"{SHM_MB}m",
                 hostname="sandbox",
                 detach=True,
             )
@@ -472,7 +521,9 @@ class DockerSandbox:
             work.destroy()
 
     def close(self) -> None:
-        """Close the engine connection and remove the private output dir."""
+        """Sweep the containers of dead owners, close the engine connection, remove the output dir."""
+        with contextlib.suppress(Exception):
+            sweep_stale_containers(self._client)
         self._client.close()
         self._outputs.close()
 

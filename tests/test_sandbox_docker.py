@@ -5,6 +5,11 @@ Skips, with the reason, only when no engine answers (CI starts one with scripts/
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +17,7 @@ import pytest
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.sandbox import ExecutionRequest
+from wmrl_envs.sandbox.lifetime import owner_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
@@ -71,3 +77,53 @@ def test_ml_stack_from_the_host_is_in_the_image(sandbox: docker_adapter.DockerSa
 def test_non_positive_cpu_quota_is_refused() -> None:
     with pytest.raises(ConfigError, match="cpus"):
         docker_adapter.DockerSandbox(cpus=0)
+
+
+OWNER = """
+import sys
+from wmrl_adapters.docker import DockerSandbox
+from wmrl_envs.sandbox import ExecutionRequest
+sandbox = DockerSandbox(strict=True)
+print("running", flush=True)
+sandbox.run(ExecutionRequest(code="import time\\ntime.sleep(600)\\n", timeout_s=900))
+"""
+
+
+def _containers_of(tag: str) -> list[str]:
+    client = docker_adapter.docker_client()
+    try:
+        return [str(c.id) for c in client.containers.list(all=True, filters={"label": f"wmrl.owner={tag}"})]
+    finally:
+        client.close()
+
+
+def test_a_killed_owners_container_is_removed_by_the_next_start_up() -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, env=dict(os.environ))
+    tag = owner_tag(owner.pid)
+    assert owner.stdout is not None and owner.stdout.readline() == b"running\n"
+    deadline = time.monotonic() + 30
+    while not _containers_of(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _containers_of(tag), "the owner's container never started"
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    time.sleep(1.0)
+    assert _containers_of(tag), "the engine keeps the container after its owner died (the engine owns it)"
+    docker_adapter.DockerSandbox(strict=True).close()  # the next start-up sweeps it
+    assert _containers_of(tag) == []
+
+
+def test_containers_carry_their_owner_and_a_cpu_time_cap(sandbox: docker_adapter.DockerSandbox) -> None:
+    code = "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))"
+    result = sandbox.run(ExecutionRequest(code=code, timeout_s=20))
+    assert result.stdout.strip() == "(25, 25)", "timeout x cpus + 5 s grace"
+    assert _containers_of(owner_tag()) == [], "a finished run's container is removed"
+
+
+def test_seccomp_refuses_nested_namespaces_as_the_local_backend_does(
+    sandbox: docker_adapter.DockerSandbox,
+) -> None:
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))")
+    result = sandbox.run(ExecutionRequest(code=code, timeout_s=30))
+    assert result.stdout.strip() == "-1 Operation not permitted", result.stderr
