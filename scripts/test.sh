@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Install what the tests need, start the services they use (a Docker engine), run the whole suite.
 # This is the README's test command; .ci/run calls exactly this. Extra arguments go to pytest.
+#
+# On a fresh machine the one slow install step, compiling llama.cpp's server, runs in the background
+# (scripts/install.sh, WMRL_LLAMA_BUILD=background) while the other tests run; the tests that need the
+# server run last and wait for it (tests/conftest.py, bounded by WMRL_LLAMA_WAIT_S). Its wheel lands in
+# ${WMRL_WHEEL_CACHE:-~/.cache/wmrl/wheels}, so later runs on the machine install it in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh test
+WMRL_LLAMA_BUILD=background bash scripts/install.sh test
 # A real Docker engine for the docker-marked tests (no systemd: dockerd is started directly).
 if docker_env="$(bash scripts/docker_engine.sh start)"; then
     export "$docker_env"
@@ -12,5 +17,5 @@ if docker_env="$(bash scripts/docker_engine.sh start)"; then
 else
     echo "[test] WARNING: no Docker engine could be started; docker-marked tests will skip" >&2
 fi
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg WMRL_LLAMA_INSTALL_ON_DEMAND=1
 python3 -m pytest "$@"

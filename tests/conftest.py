@@ -74,3 +74,12 @@ def check_world_model_is_shared_by_a_grouped_rollout(
         assert [len(group.predicted) for group in groups] == [2]
 
     return check
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that need llama.cpp's server last (stable order otherwise).
+
+    On a fresh machine scripts/test.sh builds the server in the background while the other tests run;
+    the first real-server test waits for that build (tests/test_openai_backend.py).
+    """
+    items.sort(key=lambda item: "llama_server" in getattr(item, "fixturenames", ()))
