@@ -156,3 +156,50 @@ def test_selection_respects_every_bound(
         else:
             assert scheduler.in_flight <= max_in_flight
         scheduler.release(min(finished, scheduler.in_flight))
+
+
+def test_when_min_per_step_binds_the_realised_fraction_is_the_minimum_not_the_target() -> None:
+    scheduler = AnchorScheduler(fraction=0.1, min_per_step=1, seed=0)
+    for _ in range(100):
+        scheduler.select(8)
+    assert scheduler.realised_fraction == 1 / 8
+
+
+def test_priority_with_no_random_share_anchors_the_highest_priority_groups() -> None:
+    scheduler = AnchorScheduler(fraction=0.25, min_per_step=1, seed=0, random_share=0.0)
+    mask = scheduler.select(8, priority=[0.1, 0.9, 0.2, 0.3, 0.8, 0.0, 0.4, 0.5])
+    assert np.flatnonzero(mask).tolist() == [1, 4]
+    assert not scheduler.last_random.any()
+
+
+def test_priority_keeps_a_uniform_share_that_is_marked() -> None:
+    scheduler = AnchorScheduler(fraction=0.125, min_per_step=1, seed=0, random_share=0.5)
+    priority = np.arange(8.0)
+    uniform, top = 0, 0
+    for _ in range(400):
+        mask = scheduler.select(8, priority=priority)
+        scheduler.release(1)
+        (chosen,) = np.flatnonzero(mask)
+        if scheduler.last_random[chosen]:
+            uniform += 1
+        else:
+            assert chosen == 7
+            top += 1
+    assert 150 < uniform < 250 and uniform + top == 400
+
+
+def test_without_priority_every_anchor_is_uniform() -> None:
+    scheduler = AnchorScheduler(fraction=0.25, seed=0)
+    mask = scheduler.select(8)
+    assert np.array_equal(scheduler.last_random, mask)
+
+
+@pytest.mark.parametrize("priority", [[0.1, 0.2], [0.1, float("nan"), 0.3]])
+def test_priority_of_the_wrong_length_or_with_nan_raises(priority: list[float]) -> None:
+    with pytest.raises(ConfigError, match="one finite number per group"):
+        AnchorScheduler().select(3, priority=priority)
+
+
+def test_random_share_outside_the_unit_interval_raises() -> None:
+    with pytest.raises(ConfigError, match="random_share=1.5"):
+        AnchorScheduler(random_share=1.5)

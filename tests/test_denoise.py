@@ -1,4 +1,4 @@
-"""Tests of Inverse-Variance Denoising: the centred residual, warmup, the anchor weight, resume."""
+"""Tests of Inverse-Variance Denoising: the centred residual, the agreement and paper rules, resume."""
 
 from __future__ import annotations
 
@@ -51,80 +51,111 @@ def test_residual_rejects_nan_and_mismatched_lengths() -> None:
         centred_residual([0.1, 0.2], [0.1])
 
 
-def test_anchor_weight_is_exactly_one_before_calibration() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=3)
+def _stream(rng: np.random.Generator, quality: str, groups: int) -> list[tuple[list[float], list[float]]]:
+    """``groups`` anchor groups of 8: an accurate (small noise) or a useless (independent) world model."""
+    out = []
+    for _ in range(groups):
+        real = rng.uniform(0, 1, 8)
+        calibrated = rng.uniform(0, 1, 8) if quality == "useless" else real + rng.normal(0, 0.1, 8)
+        out.append((calibrated.tolist(), real.tolist()))
+    return out
+
+
+def _feed(weighter: InverseVarianceWeighter, stream: list[tuple[list[float], list[float]]]) -> list[float]:
+    weights = []
+    for calibrated, real in stream:
+        weighter.update([calibrated], [real])
+        weights.append(weighter.world_model_weight)
+    return weights
+
+
+def test_agreement_rule_gives_a_useless_world_model_about_zero_weight() -> None:
+    weights = _feed(InverseVarianceWeighter(), _stream(np.random.default_rng(0), "useless", 300))
+    assert np.mean(weights[32:]) < 0.02 and max(weights[100:]) < 0.1
+
+
+def test_agreement_rule_gives_an_accurate_world_model_nearly_an_anchors_weight() -> None:
+    weighter = InverseVarianceWeighter()
+    weights = _feed(weighter, _stream(np.random.default_rng(1), "accurate", 200))
+    assert min(weights[32:]) > 0.8
+    assert weighter.agreement is not None and weighter.agreement > 0.9
     assert weighter.anchor_weight == 1.0
+
+
+def test_agreement_rule_does_not_trust_before_evidence_and_its_caution_shrinks_with_evidence() -> None:
+    cautious, point = InverseVarianceWeighter(), InverseVarianceWeighter(confidence=0.0)
+    assert cautious.world_model_weight == 0.0 and cautious.slope_stderr == float("inf")
+    stream = _stream(np.random.default_rng(2), "accurate", 40)
+    gaps = [p - c for p, c in zip(_feed(point, stream), _feed(cautious, stream), strict=True)]
+    assert all(gap >= 0.0 for gap in gaps)
+    assert gaps[-1] < 0.5 * gaps[0]
+
+
+def test_world_model_weight_follows_the_formula() -> None:
+    weighter = InverseVarianceWeighter(confidence=0.0)
+    _feed(weighter, _stream(np.random.default_rng(3), "accurate", 5))
+    slope, r = weighter.slope, weighter.agreement
+    assert slope is not None and r is not None
+    assert weighter.world_model_weight == pytest.approx(min(1.0, slope) / (2.0 - r**2))
+
+
+def test_moving_average_weights_a_group_half_after_half_life_groups() -> None:
+    weighter = InverseVarianceWeighter(half_life_groups=2.0)
+    weighter.update([[0.0, 1.0]], [[0.0, 1.0]])  # residual 0
+    weighter.update([[1.0, 0.0]], [[0.0, 1.0]])  # residual 1
+    weighter.update([[1.0, 0.0]], [[0.0, 1.0]])
+    decay = 2**-0.5
+    expected = (1 + decay) / (1 + decay + decay**2)
+    assert weighter.eta2 == pytest.approx(expected)
+
+
+def test_paper_rule_weight_is_exactly_one_during_warmup_then_one_plus_ratio() -> None:
+    weighter = InverseVarianceWeighter(rule="paper", warmup_groups=3)
     for _ in range(2):
         weighter.update([[0.0, 1.0, 0.2]], [[1.0, 0.0, 0.5]])
         assert weighter.anchor_weight == 1.0 and not weighter.is_calibrated
     weighter.update([[0.0, 1.0, 0.2]], [[1.0, 0.0, 0.5]])
     assert weighter.is_calibrated and weighter.anchor_weight == pytest.approx(2.0)
+    assert weighter.world_model_weight == 1.0
 
 
-def test_steps_without_a_measurement_do_not_count_towards_warmup() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=2)
-    assert weighter.update([], []) is None
-    assert weighter.update([[0.1, None]], [[0.2, 0.3]]) is None
-    weighter.update([[0.1, 0.3]], [[0.2, 0.5]])
-    assert not weighter.is_calibrated
-    weighter.update([[0.1, 0.3]], [[0.2, 0.5]])
-    assert weighter.is_calibrated
+def test_paper_rule_pins_the_anchor_weight_near_two_whatever_the_quality() -> None:
+    """The flaw the agreement rule fixes: eta2_cal is measured on the same world model."""
+    finals = {}
+    for quality in ("useless", "accurate"):
+        weighter = InverseVarianceWeighter(rule="paper")
+        _feed(weighter, _stream(np.random.default_rng(4), quality, 300))
+        finals[quality] = weighter.anchor_weight
+    assert 1.5 < finals["useless"] < 2.6 and 1.5 < finals["accurate"] < 2.6
 
 
-def test_update_returns_this_steps_measurement_and_eta2_averages_the_window() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=1, window=2, disagreement="variance")
-    real = [0.0, 1.0]
-    first = weighter.update([[0.0, 1.0], [0.5, 0.5]], [real, real])
-    assert first == pytest.approx(0.5)
-    second = weighter.update([[0.0, 2.0]], [real])
-    assert second == pytest.approx(1.0)
-    assert weighter.eta2 == pytest.approx((0.0 + 1.0 + 1.0) / 3)
-    weighter.update([[0.0, 1.0]], [real])
-    assert weighter.eta2 == pytest.approx((1.0 + 0.0) / 2)
-
-
-def test_useless_world_model_raises_anchor_weight() -> None:
-    rng = np.random.default_rng(0)
-
-    def run(drift_to_useless: bool) -> float:
-        weighter = InverseVarianceWeighter(warmup_steps=5, w_max=10.0, window=8)
-        for step in range(40):
-            real = [rng.uniform(0, 1, 8) for _ in range(2)]
-            useless = drift_to_useless and step >= 10
-            calibrated = [rng.uniform(0, 1, 8) if useless else r + rng.normal(0, 0.05, 8) for r in real]
-            weighter.update([c.tolist() for c in calibrated], [r.tolist() for r in real])
-        return weighter.anchor_weight
-
-    stays_good, becomes_useless = run(False), run(True)
-    assert stays_good < 3.0
-    assert becomes_useless > 5.0
-    assert becomes_useless > stays_good
-
-
-def test_anchor_weight_is_clipped_to_w_max_and_one() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=1, w_max=4.0, window=1)
-    weighter.update([[0.1, 0.9]], [[0.0, 1.0]])
-    weighter.update([[1.0, 0.0]], [[0.0, 1.0]])
-    assert weighter.anchor_weight == 4.0
-    weighter.update([[0.0, 1.0]], [[0.0, 1.0]])
-    assert weighter.anchor_weight == 1.0
-
-
-def test_perfect_world_model_during_warmup_keeps_weight_one_until_it_disagrees() -> None:
-    weighter = InverseVarianceWeighter(warmup_steps=1, w_max=6.0, window=1)
+def test_paper_rule_anchor_weight_is_clipped_to_w_max() -> None:
+    weighter = InverseVarianceWeighter(rule="paper", warmup_groups=1, w_max=4.0, half_life_groups=0.01)
     weighter.update([[0.0, 1.0]], [[0.0, 1.0]])
     assert weighter.eta2_cal == 0.0 and weighter.anchor_weight == 1.0
     weighter.update([[1.0, 0.0]], [[0.0, 1.0]])
-    assert weighter.anchor_weight == 6.0
+    assert weighter.anchor_weight == 4.0
+
+
+def test_groups_without_two_known_members_are_skipped_not_counted() -> None:
+    weighter = InverseVarianceWeighter(rule="paper", warmup_groups=2)
+    assert weighter.update([], []) is None
+    assert weighter.update([[0.1, None]], [[0.2, 0.3]]) is None
+    assert weighter.measured_groups == 0
+    weighter.update([[0.1, 0.3]], [[0.2, 0.5]])
+    assert weighter.measured_groups == 1 and not weighter.is_calibrated
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"warmup_steps": 0}, "warmup_steps=0"),
+        ({"rule": "magic"}, "rule='magic'"),
+        ({"scale": "rank"}, "scale='rank'"),
+        ({"half_life_groups": 0.0}, "half_life_groups=0.0"),
+        ({"warmup_groups": 0}, "warmup_groups=0"),
         ({"w_max": 0.5}, "w_max=0.5"),
         ({"w_max": float("inf")}, "w_max=inf"),
-        ({"window": 0}, "window=0"),
+        ({"confidence": -1.0}, "confidence=-1.0"),
     ],
 )
 def test_invalid_arguments_raise_config_error_naming_the_value(kwargs: dict[str, float], match: str) -> None:
@@ -137,52 +168,25 @@ def test_mismatched_group_counts_raise() -> None:
         InverseVarianceWeighter().update([[0.1, 0.2]], [[0.1, 0.2], [0.3, 0.4]])
 
 
-def test_restored_weighter_gives_the_same_weights() -> None:
+@pytest.mark.parametrize("rule", ["agreement", "paper"])
+def test_restored_weighter_gives_the_same_weights(rule: str) -> None:
     rng = np.random.default_rng(3)
-    original = InverseVarianceWeighter(warmup_steps=3, window=4)
-
-    def step_groups() -> tuple[list[list[float]], list[list[float]]]:
-        real = rng.uniform(0, 1, 8)
-        return [(real + rng.normal(0, rng.uniform(0.01, 0.3), 8)).tolist()], [real.tolist()]
-
-    for _ in range(4):
-        original.update(*step_groups())
+    original = InverseVarianceWeighter(rule=rule, warmup_groups=3)  # type: ignore[arg-type]
+    stream = _stream(rng, "accurate", 14)
+    _feed(original, stream[:4])
     restored = InverseVarianceWeighter()
     restored.load_state_dict(pickle.loads(pickle.dumps(original.state_dict())))
-    assert restored.anchor_weight == original.anchor_weight
-    for _ in range(10):
-        calibrated, real = step_groups()
-        assert original.update(calibrated, real) == restored.update(calibrated, real)
+    assert restored.rule == rule
+    for calibrated, real in stream[4:]:
+        assert original.update([calibrated], [real]) == restored.update([calibrated], [real])
         assert original.anchor_weight == restored.anchor_weight
+        assert original.world_model_weight == restored.world_model_weight
         assert original.eta2 == restored.eta2 and original.eta2_cal == restored.eta2_cal
 
 
 def test_corrupt_state_raises_checkpoint_error() -> None:
     with pytest.raises(CheckpointError, match="inverse-variance state"):
-        InverseVarianceWeighter().load_state_dict({"warmup_steps": 5})
-
-
-def test_raw_disagreement_does_not_grow_when_only_the_real_variance_shrinks() -> None:
-    """Same absolute world-model error, shrinking real spread: normalised eta2 grows, raw eta2 does not."""
-    error = [0.02, -0.02, 0.02, -0.02]
-    weights = {}
-    for mode in ("variance", "raw"):
-        weighter = InverseVarianceWeighter(warmup_steps=1, w_max=100.0, window=1, disagreement=mode)
-        for spread in (1.0, 0.5, 0.25, 0.1):
-            real = [spread * x for x in (0.0, 1.0, 0.2, 0.8)]
-            weighter.update([[r + e for r, e in zip(real, error, strict=True)]], [real])
-        weights[mode] = weighter.anchor_weight
-    assert weights["raw"] == pytest.approx(2.0)
-    assert weights["variance"] > 10.0
-
-
-def test_unknown_disagreement_mode_raises_naming_the_value() -> None:
-    with pytest.raises(ConfigError, match="'stddev'"):
-        InverseVarianceWeighter(disagreement="stddev")  # type: ignore[arg-type]
-
-
-def test_disagreement_mode_survives_a_state_round_trip() -> None:
-    original = InverseVarianceWeighter(warmup_steps=1, disagreement="raw")
-    restored = InverseVarianceWeighter()
-    restored.load_state_dict(original.state_dict())
-    assert restored.disagreement == "raw"
+        InverseVarianceWeighter().load_state_dict({"rule": "agreement"})
+    state = InverseVarianceWeighter().state_dict()
+    with pytest.raises(CheckpointError, match="inverse-variance state"):
+        InverseVarianceWeighter().load_state_dict({**state, "rule": "magic"})

@@ -1,4 +1,4 @@
-"""Tests of the GRPO-family losses: gradients, clipping by hand, KL, and the three aggregations."""
+"""Tests of the GRPO-family losses: gradients, clipping by hand, KL, and the four TRL aggregations."""
 
 from __future__ import annotations
 
@@ -89,24 +89,54 @@ def test_kl_is_positive_and_matches_k3_when_reference_differs() -> None:
     assert loss.item() == pytest.approx(0.1 * expected)
 
 
-def test_loss_types_differ_as_specified() -> None:
+def test_loss_types_aggregate_as_trl_names_them() -> None:
     logprobs = torch.zeros(2, 4, requires_grad=True)
     old = torch.zeros(2, 4)
     advantages = torch.tensor([1.0, 2.0])
     mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
 
-    def loss_of(**kwargs: object) -> float:
-        loss, _ = grpo_loss(logprobs, old, advantages, mask, config=GRPOConfig(**kwargs))  # type: ignore[arg-type]
+    def loss_of(num_items_in_batch: float | None = None, **kwargs: object) -> float:
+        config = GRPOConfig(**kwargs)  # type: ignore[arg-type]
+        loss, _ = grpo_loss(
+            logprobs, old, advantages, mask, config=config, num_items_in_batch=num_items_in_batch
+        )
         return loss.item()
 
-    per_token = -torch.tensor([[1.0] * 4, [2.0] * 4])
+    token_sum = float((-torch.tensor([[1.0] * 4, [2.0] * 4]) * mask).sum())
     assert loss_of(loss_type="grpo") == pytest.approx(((-1.0) + (-2.0)) / 2)
-    assert loss_of(loss_type="dapo") == pytest.approx(float((per_token * mask).sum() / 5))
-    assert loss_of(loss_type="dr_grpo") == pytest.approx(float((per_token * mask).sum() / (2 * 4)))
-    assert loss_of(loss_type="dr_grpo", max_completion_length=10) == pytest.approx(
-        float((per_token * mask).sum() / (2 * 10))
-    )
-    assert len({loss_of(loss_type=t) for t in ("grpo", "dr_grpo", "dapo")}) == 3
+    assert loss_of(loss_type="bnpo") == pytest.approx(token_sum / 5), "this batch's 5 tokens"
+    assert loss_of(20.0, loss_type="dapo") == pytest.approx(token_sum / 20), "the accumulated batch's 20"
+    assert loss_of(loss_type="dr_grpo", max_completion_length=10) == pytest.approx(token_sum / (2 * 10))
+
+
+def test_dapo_over_micro_batches_equals_one_token_mean_over_the_whole_batch() -> None:
+    batch = random_batch(7, batch=4)
+    total_tokens = float(batch["mask"].sum())
+    whole, _ = grpo_loss(**batch, config=GRPOConfig(loss_type="bnpo"))
+    halves = [
+        grpo_loss(
+            **{key: value[rows] for key, value in batch.items()},
+            config=GRPOConfig(loss_type="dapo"),
+            num_items_in_batch=total_tokens,
+        )[0]
+        for rows in (slice(0, 2), slice(2, 4))
+    ]
+    assert (halves[0] + halves[1]).item() == pytest.approx(whole.item())
+    per_micro_batch_bnpo = [
+        grpo_loss(**{key: value[rows] for key, value in batch.items()}, config=GRPOConfig(loss_type="bnpo"))[
+            0
+        ]
+        for rows in (slice(0, 2), slice(2, 4))
+    ]
+    assert (sum(per_micro_batch_bnpo) / 2).item() != pytest.approx(whole.item()), "bnpo is per micro-batch"
+
+
+def test_dapo_without_the_global_token_count_and_dr_grpo_without_a_budget_raise() -> None:
+    batch = random_batch(8)
+    with pytest.raises(ConfigError, match="num_items_in_batch=None"):
+        grpo_loss(**batch, config=GRPOConfig(loss_type="dapo"))
+    with pytest.raises(ConfigError, match="needs max_completion_length"):
+        GRPOConfig(loss_type="dr_grpo")
 
 
 def test_fully_masked_sequences_contribute_nothing() -> None:

@@ -173,13 +173,13 @@ def test_debias_false_keeps_the_identity_map() -> None:
 def test_denoise_false_keeps_weight_one_but_still_measures() -> None:
     rng = np.random.default_rng(5)
     loop = CorrectionLoop(
-        CorrectionConfig(denoise=False, warmup_steps=2), CubedWorldModel(noise=0.1), Execution()
+        CorrectionConfig(denoise=False, warmup_groups=2), CubedWorldModel(noise=0.1), Execution()
     )
     for _ in range(8):
         result = loop.step(make_groups(rng))
-    assert result.metrics["wmrl/anchor_weight"] == 1.0
+    assert result.metrics["wmrl/anchor_weight"] == 1.0 and result.metrics["wmrl/world_model_weight"] == 1.0
     assert all(a.weight == 1.0 for a in result.advantages)
-    assert "wmrl/eta2_cal" in result.metrics
+    assert "wmrl/eta2_cal" in result.metrics and result.metrics["wmrl/agreement"] > 0.5
 
 
 class DriftingWorldModel(CubedWorldModel):
@@ -194,25 +194,60 @@ class DriftingWorldModel(CubedWorldModel):
         return super().score(trajectories)
 
 
-def test_useless_world_model_raises_anchor_weight() -> None:
-    def weights(world_model: CubedWorldModel) -> list[float]:
-        rng = np.random.default_rng(6)
-        loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), world_model, Execution())
-        return [loop.step(make_groups(rng)).metrics["wmrl/anchor_weight"] for _ in range(30)]
-
-    stays_accurate = weights(DriftingWorldModel(good_calls=None))
-    turns_useless = weights(DriftingWorldModel(good_calls=10))
-    assert stays_accurate[9] == pytest.approx(turns_useless[9])
-    assert turns_useless[-1] == 10.0
-    assert max(stays_accurate) < 5.0
+def _weights(
+    world_model: CubedWorldModel, config: CorrectionConfig, steps: int = 40
+) -> list[dict[str, float]]:
+    rng = np.random.default_rng(6)
+    loop = CorrectionLoop(config, world_model, Execution())
+    return [dict(loop.step(make_groups(rng)).metrics) for _ in range(steps)]
 
 
-def test_anchor_weight_is_exactly_one_before_calibration() -> None:
-    rng = np.random.default_rng(7)
-    loop = CorrectionLoop(CorrectionConfig(warmup_steps=5), CubedWorldModel(noise=0.1), Execution())
-    weights = [loop.step(make_groups(rng)).metrics["wmrl/anchor_weight"] for _ in range(6)]
-    assert weights[:4] == [1.0] * 4
-    assert weights[4] > 1.0
+def test_a_world_model_that_turns_useless_loses_its_weight_and_an_accurate_one_keeps_it() -> None:
+    config = CorrectionConfig(anchor_fraction=0.25, half_life_groups=8)
+    stays_accurate = _weights(DriftingWorldModel(good_calls=None), config)
+    turns_useless = _weights(DriftingWorldModel(good_calls=10), config)
+    assert stays_accurate[9]["wmrl/world_model_weight"] == turns_useless[9]["wmrl/world_model_weight"] > 0.8
+    assert min(m["wmrl/world_model_weight"] for m in stays_accurate[5:]) > 0.8
+    assert turns_useless[-1]["wmrl/world_model_weight"] < 0.1
+    assert all(m["wmrl/anchor_weight"] == 1.0 for m in stays_accurate + turns_useless)
+
+
+def test_a_useless_world_model_never_earns_weight_so_training_is_grpo_on_the_anchors() -> None:
+    rng = np.random.default_rng(13)
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(useless=True), Execution())
+    for _ in range(30):
+        result = loop.step(make_groups(rng))
+        assert result.metrics["wmrl/world_model_weight"] < 0.1
+    anchors = [i for i, group in enumerate(result.groups) if group.anchor]
+    alone = group_advantages([list(result.groups[i].real or ()) for i in anchors], [True] * len(anchors))
+    # Normalised weights: 2 anchor groups carry all of the weight of 8 groups, i.e. 4x each.
+    weight = result.metrics["wmrl/world_model_weight"]
+    scale = 8 / (len(anchors) + weight * (8 - len(anchors)))
+    for index, expected in zip(anchors, alone, strict=True):
+        np.testing.assert_allclose(result.advantages[index].values, scale * expected.values, atol=1e-12)
+
+
+def test_the_paper_rule_raises_the_anchor_weight_for_a_world_model_that_turns_useless() -> None:
+    config = CorrectionConfig(anchor_fraction=0.25, weighting="paper", warmup_groups=10, half_life_groups=8)
+    stays_accurate = _weights(DriftingWorldModel(good_calls=None), config)
+    turns_useless = _weights(DriftingWorldModel(good_calls=10), config)
+    assert [m["wmrl/anchor_weight"] for m in stays_accurate[:4]] == [1.0] * 4, "1.0 during warm-up"
+    assert turns_useless[-1]["wmrl/anchor_weight"] == config.w_max == 4.0
+    assert max(m["wmrl/anchor_weight"] for m in stays_accurate) < turns_useless[-1]["wmrl/anchor_weight"]
+    assert all(m["wmrl/world_model_weight"] == 1.0 for m in turns_useless)
+
+
+def test_the_world_model_is_measured_out_of_sample_before_its_pairs_refit_the_map() -> None:
+    loop = CorrectionLoop(CorrectionConfig(min_pairs=2, refit_every=1))
+    predicted, real = (0.1, 0.3, 0.2, 0.9), (0.0, 1.0, 0.5, 0.6)
+    result = loop.correct([ScoredGroup(0, anchor=True, predicted=predicted, real=real)])
+    from wmrl_algos.denoise import centred_residual
+
+    # The identity map (fitted on nothing) scored this group, not the map its own pairs produced.
+    assert result.metrics["wmrl/disagreement"] == pytest.approx(
+        centred_residual(list(predicted), list(real), normalise=False)
+    )
+    assert loop.debiaser.is_fitted
 
 
 def test_ungraded_rollouts_are_excluded_not_zeroed() -> None:
@@ -234,6 +269,7 @@ def test_ungraded_rollouts_are_excluded_not_zeroed() -> None:
 def test_metrics_are_namespaced_finite_floats() -> None:
     rng = np.random.default_rng(8)
     loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(noise=0.05), Execution())
+    loop.weighter.warmup_groups = 4
     metrics_per_step = [loop.step(make_groups(rng)).metrics for _ in range(7)]
     first, last = metrics_per_step[0], metrics_per_step[-1]
     assert "wmrl/eta2_cal" not in first
@@ -241,6 +277,7 @@ def test_metrics_are_namespaced_finite_floats() -> None:
         "wmrl/anchor_fraction", "wmrl/anchor_fraction_cumulative", "wmrl/anchor_groups", "wmrl/calibrated",
         "wmrl/pairs", "wmrl/residual_raw", "wmrl/residual_calibrated", "wmrl/bias_reduction",
         "wmrl/disagreement", "wmrl/eta2", "wmrl/eta2_cal", "wmrl/anchor_weight", "wmrl/ungraded_fraction",
+        "wmrl/world_model_weight", "wmrl/measured_groups", "wmrl/agreement", "wmrl/agreement_slope",
     }  # fmt: skip
     assert set(last) == expected
     for metrics in metrics_per_step:
@@ -251,11 +288,17 @@ def test_metrics_are_namespaced_finite_floats() -> None:
 def test_world_model_only_configuration_never_executes() -> None:
     trusted = Execution()
     loop = CorrectionLoop(
-        CorrectionConfig(anchor_fraction=0.0, min_anchor_groups=0), CubedWorldModel(), trusted
+        CorrectionConfig(anchor_fraction=0.0, min_anchor_groups=0, denoise=False), CubedWorldModel(), trusted
     )
     result = loop.step(make_groups(np.random.default_rng(9)))
     assert trusted.calls == [] and result.metrics["wmrl/anchor_groups"] == 0.0
     assert result.metrics["wmrl/anchor_weight"] == 1.0
+    assert all(advantages.weight == 1.0 for advantages in result.advantages)
+
+
+def test_world_model_only_with_agreement_weights_is_refused_because_it_would_never_train() -> None:
+    with pytest.raises(ConfigError, match="denoise=False"):
+        CorrectionConfig(anchor_fraction=0.0, min_anchor_groups=0)
 
 
 def test_in_flight_cap_limits_anchors_across_steps() -> None:
@@ -306,7 +349,12 @@ def test_empty_step_raises() -> None:
         ({"min_pairs": 0}, "min_pairs=0"),
         ({"min_pairs": 100, "capacity": 10}, "min_pairs=100"),
         ({"w_max": 0.9}, "w_max=0.9"),
-        ({"window": 0}, "window=0"),
+        ({"half_life_groups": 0.0}, "half_life_groups=0.0"),
+        ({"warmup_groups": 0}, "warmup_groups=0"),
+        ({"confidence": -1.0}, "confidence=-1.0"),
+        ({"weighting": "magic"}, "weighting='magic'"),
+        ({"anchor_selection": "greedy"}, "anchor_selection='greedy'"),
+        ({"random_share": 1.5}, "random_share=1.5"),
         ({"advantage_scale": "rank"}, "advantage_scale='rank'"),
         ({"train_anchor_on": "predicted"}, "train_anchor_on='predicted'"),
     ],
@@ -323,7 +371,7 @@ def test_every_config_field_has_help_text() -> None:
 
 
 def test_resumed_loop_matches_uninterrupted() -> None:
-    config = CorrectionConfig(anchor_fraction=0.2, max_anchors_in_flight=3, warmup_steps=3, seed=5)
+    config = CorrectionConfig(anchor_fraction=0.2, max_anchors_in_flight=3, warmup_groups=3, seed=5)
     trajectories = make_groups(np.random.default_rng(11), n_groups=8 * 20)
     steps = [trajectories[i : i + 8] for i in range(0, len(trajectories), 8)]
 
@@ -358,3 +406,71 @@ def test_per_execution_pairs_feed_the_calibration_instead_of_trajectory_pairs() 
     loop.correct([ScoredGroup(0, anchor=True, predicted=(0.4, 0.9), real=(0.5, 1.0), pairs=pairs)])
     assert loop.debiaser.n_pairs == len(pairs)
     assert loop.debiaser.apply(0.2) == pytest.approx(0.1)
+
+
+def _assert_finite(result: object) -> None:
+    values, mask = result.flat()  # type: ignore[attr-defined]
+    assert np.isfinite(values).all() and mask.dtype == bool
+    assert all(math.isfinite(value) for value in result.metrics.values())  # type: ignore[attr-defined]
+
+
+def _warm_loop(seed: int = 14, steps: int = 12) -> CorrectionLoop:
+    loop = CorrectionLoop(CorrectionConfig(anchor_fraction=0.25), CubedWorldModel(noise=0.02), Execution())
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        loop.step(make_groups(rng))
+    assert loop.weighter.world_model_weight > 0.5
+    return loop
+
+
+def test_a_step_where_the_world_model_knows_nothing_trains_on_its_anchors_alone() -> None:
+    loop = _warm_loop()
+    groups = [
+        ScoredGroup(0, anchor=True, predicted=(None, None, None), real=(0.1, 0.9, 0.5)),
+        *[ScoredGroup(i, anchor=False, predicted=(None,) * 4) for i in range(1, 8)],
+    ]
+    result = loop.correct(groups)
+    _assert_finite(result)
+    assert result.advantages[0].mask.all() and not any(a.mask.any() for a in result.advantages[1:])
+    (alone,) = group_advantages([[0.1, 0.9, 0.5]], [True], normalise_weights=True)
+    np.testing.assert_allclose(result.advantages[0].values, alone.values)
+    assert result.metrics["wmrl/ungraded_fraction"] == pytest.approx(28 / 31)
+
+
+def test_a_step_without_anchor_groups_uses_the_current_weights_and_measures_nothing() -> None:
+    loop = _warm_loop()
+    measured = loop.weighter.measured_groups
+    result = loop.correct([ScoredGroup(i, anchor=False, predicted=(0.1, 0.5, 0.9)) for i in range(4)])
+    _assert_finite(result)
+    assert loop.weighter.measured_groups == measured
+    assert all(a.mask.all() and abs(a.values).sum() > 0 for a in result.advantages)
+    untrusted = CorrectionLoop().correct([ScoredGroup(0, anchor=False, predicted=(0.1, 0.5, 0.9))])
+    _assert_finite(untrusted)
+    assert untrusted.advantages[0].values.tolist() == [0.0, 0.0, 0.0], "no evidence yet: zero gradient"
+
+
+def test_single_trajectory_groups_are_masked_out_and_measure_nothing() -> None:
+    loop = CorrectionLoop()
+    result = loop.correct(
+        [
+            ScoredGroup(0, anchor=True, predicted=(0.3,), real=(0.7,)),
+            ScoredGroup(1, anchor=False, predicted=(0.2,)),
+        ]
+    )
+    _assert_finite(result)
+    assert [a.mask.tolist() for a in result.advantages] == [[False], [False]]
+    assert loop.weighter.measured_groups == 0 and loop.debiaser.n_pairs == 1
+
+
+def test_ties_everywhere_give_zero_advantages_and_no_nan() -> None:
+    loop = CorrectionLoop(CorrectionConfig(min_pairs=2, refit_every=1))
+    for _ in range(5):
+        result = loop.correct(
+            [
+                ScoredGroup(0, anchor=True, predicted=(0.5, 0.5, 0.5), real=(0.2, 0.2, 0.2)),
+                ScoredGroup(1, anchor=False, predicted=(0.5, 0.5, 0.5)),
+            ]
+        )
+        _assert_finite(result)
+        assert all(np.abs(a.values).max() < 1e-9 for a in result.advantages)
+    assert loop.weighter.world_model_weight == 0.0 and loop.weighter.slope is None

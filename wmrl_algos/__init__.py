@@ -1,5 +1,6 @@
 """wmrl_algos: the learning side of World Model RL (anchors, online debiasing, inverse-variance
-denoising, group advantages, the correction loop, GRPO losses). It never looks inside a trajectory.
+denoising, residual correction, group advantages, the correction loop, GRPO losses). It never looks
+inside a trajectory, except through a residual correction's featurizer when one is passed.
 
 The GRPO losses (:mod:`wmrl_algos.grpo`) need torch; they are imported on first use so that the
 corrections themselves load with numpy alone.
@@ -9,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wmrl_algos.advantages import AdvantageScale, group_advantages
+from wmrl_algos.advantages import AdvantageScale, centre_and_scale, group_advantages
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.debias import IsotonicMap, OnlineDebiaser, fit_isotonic
-from wmrl_algos.denoise import InverseVarianceWeighter, centred_residual
+from wmrl_algos.denoise import InverseVarianceWeighter, WeightRule, centred_residual
 from wmrl_algos.errors import (
     BackendUnavailableError,
     CheckpointError,
@@ -25,6 +26,7 @@ from wmrl_algos.errors import (
     WorldModelError,
 )
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop, Scorer
+from wmrl_algos.residual import ResidualCorrection, RidgeResidual
 from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult, as_score_array
 
 if TYPE_CHECKING:
@@ -51,7 +53,11 @@ __all__ = [
     "OnlineDebiaser",
     "centred_residual",
     "InverseVarianceWeighter",
+    "WeightRule",
+    "ResidualCorrection",
+    "RidgeResidual",
     "AdvantageScale",
+    "centre_and_scale",
     "group_advantages",
     "Scorer",
     "CorrectionConfig",

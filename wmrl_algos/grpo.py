@@ -4,15 +4,21 @@ Why separate from any trainer: the corrections of WMRL end in one advantage per 
 weighted, zero where unknown). Everything after that is the ordinary clipped surrogate, so the loss is
 a pure function any policy (a transformers LM, a small MLP, a TRL trainer's model) can call.
 
-The three aggregations differ in how tokens are averaged, which matters once completions differ in
-length:
+The four aggregations differ in how tokens are averaged, which matters once completions differ in
+length. They are named and computed as in TRL's ``GRPOTrainer``, so a setting means the same in both:
 
 * ``"grpo"``: mean over each sequence's tokens, then mean over sequences (DeepSeekMath). Long answers
   get a smaller per-token gradient, which biases towards length on negative advantages.
+* ``"bnpo"``: sum over the tokens of *this* (micro-)batch divided by their number: a token-level mean
+  per call. With gradient accumulation, each micro-batch is normalised by its own token count.
+* ``"dapo"``: sum over the tokens divided by the token count of the *whole* accumulated batch
+  (``num_items_in_batch``, a required argument then): DAPO's token-level mean over everything one
+  optimiser step sees, whatever the micro-batching.
 * ``"dr_grpo"``: sum over all tokens divided by ``B * max_completion_length`` (Dr. GRPO): a constant
-  normaliser, no length bias.
-* ``"dapo"``: sum over all tokens divided by the number of tokens (DAPO's token-level mean), usually
-  with an asymmetric clip (``epsilon_high=0.28``).
+  normaliser, no length bias. It needs the generation budget ``max_completion_length``: the padded
+  width of a batch changes from batch to batch and would reintroduce a length dependence.
+
+DAPO's recipe also uses an asymmetric clip (``epsilon_high=0.28``), set independently.
 
 The KL penalty to a reference policy uses the k3 estimator ``exp(ref - logp) - (ref - logp) - 1``,
 which is non-negative and zero exactly when the two agree.
@@ -20,6 +26,7 @@ which is non-negative and zero exactly when the two agree.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,7 +37,7 @@ from wmrl_algos.errors import ConfigError
 
 __all__ = ["LossType", "GRPOConfig", "grpo_loss"]
 
-LossType = Literal["grpo", "dr_grpo", "dapo"]
+LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class GRPOConfig:
     """Settings of :func:`grpo_loss`.
 
     Example:
-        >>> GRPOConfig(loss_type="dapo", epsilon_high=0.28).epsilon_high
+        >>> GRPOConfig(loss_type="bnpo", epsilon_high=0.28).epsilon_high
         0.28
     """
 
@@ -63,15 +70,16 @@ class GRPOConfig:
     loss_type: LossType = field(
         default="grpo",
         metadata={
-            "help": "'grpo': per-sequence token mean, then mean over sequences; 'dr_grpo': token sum / "
-            "(B * max_completion_length), no length bias; 'dapo': token sum / number of tokens."
+            "help": "As TRL: 'grpo': per-sequence token mean, then mean over sequences; 'bnpo': token sum / "
+            "tokens of this batch; 'dapo': token sum / tokens of the whole accumulated batch (pass "
+            "num_items_in_batch); 'dr_grpo': token sum / (B * max_completion_length), no length bias."
         },
     )
     max_completion_length: int | None = field(
         default=None,
         metadata={
-            "help": "The dr_grpo normaliser's length (>= 1); None uses the tensors' token dimension T. "
-            "Set it to the generation budget so the normaliser is constant across batches."
+            "help": "The generation budget in tokens (>= 1), dr_grpo's constant normaliser; required for "
+            "dr_grpo (the padded width T changes between batches)."
         },
     )
 
@@ -85,8 +93,15 @@ class GRPOConfig:
             raise ConfigError(f"epsilon_high={self.epsilon_high!r} is negative; pass >= 0, e.g. 0.2 or 0.28")
         if not self.beta >= 0.0:
             raise ConfigError(f"beta={self.beta!r} is negative; pass 0 (no KL) or a positive KL coefficient")
-        if self.loss_type not in ("grpo", "dr_grpo", "dapo"):
-            raise ConfigError(f"loss_type={self.loss_type!r} is unknown; pass 'grpo', 'dr_grpo' or 'dapo'")
+        if self.loss_type not in ("grpo", "bnpo", "dapo", "dr_grpo"):
+            raise ConfigError(
+                f"loss_type={self.loss_type!r} is unknown; pass 'grpo', 'bnpo', 'dapo' or 'dr_grpo' (as TRL)"
+            )
+        if self.loss_type == "dr_grpo" and self.max_completion_length is None:
+            raise ConfigError(
+                "loss_type='dr_grpo' needs max_completion_length (the generation budget in tokens): its "
+                "normaliser must not change with each batch's padded width"
+            )
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ConfigError(
                 f"max_completion_length={self.max_completion_length!r}; pass None or the generation budget "
@@ -94,13 +109,16 @@ class GRPOConfig:
             )
 
 
-def _aggregate(per_token: Tensor, mask: Tensor, config: GRPOConfig) -> Tensor:
+def _aggregate(
+    per_token: Tensor, mask: Tensor, config: GRPOConfig, num_items_in_batch: float | None
+) -> Tensor:
     masked = per_token * mask
     if config.loss_type == "grpo":
         return (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).mean()
     if config.loss_type == "dr_grpo":
-        length = config.max_completion_length or per_token.shape[1]
-        return masked.sum() / (per_token.shape[0] * length)
+        return masked.sum() / (per_token.shape[0] * (config.max_completion_length or per_token.shape[1]))
+    if config.loss_type == "dapo":
+        return masked.sum() / max(float(num_items_in_batch or 1.0), 1.0)
     return masked.sum() / mask.sum().clamp(min=1.0)
 
 
@@ -111,6 +129,7 @@ def grpo_loss(
     mask: Tensor,
     ref_logprobs: Tensor | None = None,
     config: GRPOConfig | None = None,
+    num_items_in_batch: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped-surrogate GRPO loss (to minimise) with an optional k3 KL penalty.
 
@@ -121,6 +140,9 @@ def grpo_loss(
         mask: ``(B, T)`` bool or float completion mask (1 for completion tokens to train on).
         ref_logprobs: ``(B, T)`` reference-policy log-probs; required when ``config.beta > 0``.
         config: the loss settings (defaults: symmetric clip 0.2, no KL, ``"grpo"`` aggregation).
+        num_items_in_batch: for ``"dapo"`` (required there, ignored otherwise): the completion tokens of
+            the whole batch one optimiser step accumulates over, divided by the number of data-parallel
+            processes when their gradients are averaged (as TRL does).
 
     Returns:
         ``(loss, metrics)`` with metrics ``losses/policy``, ``losses/kl`` (masked token mean of the k3
@@ -129,7 +151,7 @@ def grpo_loss(
 
     Raises:
         ConfigError: mismatched shapes, a ``T`` longer than ``max_completion_length`` for ``dr_grpo``,
-            or ``beta > 0`` without ``ref_logprobs``.
+            ``"dapo"`` without a positive ``num_items_in_batch``, or ``beta > 0`` without ``ref_logprobs``.
 
     Example:
         >>> logprobs = torch.zeros(2, 3, requires_grad=True)
@@ -159,6 +181,15 @@ def grpo_loss(
         )
     if config.beta > 0.0 and ref_logprobs is None:
         raise ConfigError(f"beta={config.beta!r} needs ref_logprobs; pass them or set beta=0")
+    if config.loss_type == "dapo" and not (
+        num_items_in_batch is not None
+        and math.isfinite(float(num_items_in_batch))
+        and float(num_items_in_batch) > 0
+    ):
+        raise ConfigError(
+            f"loss_type='dapo' got num_items_in_batch={num_items_in_batch!r}; pass the completion-token "
+            "count of the whole accumulated batch (> 0), or use 'bnpo' for a per-batch token mean"
+        )
     if (
         config.loss_type == "dr_grpo"
         and config.max_completion_length is not None
@@ -174,7 +205,7 @@ def grpo_loss(
     ratio = torch.exp(logprobs - old_logprobs.detach())
     clipped_ratio = torch.clamp(ratio, 1.0 - config.epsilon_low, 1.0 + config.epsilon_high)
     policy_per_token = -torch.min(ratio * advantage, clipped_ratio * advantage)
-    policy_loss = _aggregate(policy_per_token, mask, config)
+    policy_loss = _aggregate(policy_per_token, mask, config, num_items_in_batch)
 
     if ref_logprobs is not None:
         log_ratio_ref = ref_logprobs.detach() - logprobs
@@ -183,7 +214,7 @@ def grpo_loss(
         kl_per_token = torch.zeros_like(logprobs)
     loss = policy_loss
     if config.beta > 0.0:
-        loss = loss + config.beta * _aggregate(kl_per_token, mask, config)
+        loss = loss + config.beta * _aggregate(kl_per_token, mask, config, num_items_in_batch)
 
     with torch.no_grad():
         n_tokens = mask.sum().clamp(min=1.0)

@@ -1,19 +1,33 @@
 """The correction loop: anchor plan, Online Debiasing, Inverse-Variance Denoising, advantages, in order.
 
-Why one composing object: the pieces are simple, the *order* is where it goes wrong. Anchor pairs must
-enter the calibration buffer before the map is used; the disagreement ``eta2`` must be measured on
-*calibrated* scores (bias that OD already removes is not noise); world-model groups are calibrated
-before their advantages are formed; anchor groups train on their real scores; and the anchor weight
-multiplies anchor groups' advantages. :class:`CorrectionLoop` does exactly that, every step, and keeps
-all its state (scheduler, buffer, map, weighter) in one resumable ``state_dict``.
+Why one composing object: the pieces are simple, the *order* is where it goes wrong. The world model
+must be measured on *calibrated* scores (bias that OD already removes is not noise) but out of sample;
+anchor pairs must enter the calibration buffer before the map is used on world-model groups; anchor
+groups train on their real scores; and the fusion weights multiply each group's advantages.
+:class:`CorrectionLoop` does exactly that, every step, and keeps all its state (scheduler, buffer, map,
+weighter, residual model) in one resumable ``state_dict``.
 
 It never looks inside a trajectory: scores come from two :class:`Scorer` objects (a cheap one, the
 world model, and a trusted one, the real execution), or already scored as
-:class:`~wmrl_algos.types.ScoredGroup` from the rollout side.
+:class:`~wmrl_algos.types.ScoredGroup` from the rollout side. The one exception is opt-in: a
+:class:`~wmrl_algos.residual.ResidualCorrection` passed to the loop reads the trajectory payload through
+its own featurizer.
+
+Order within a step, and why: (1) the world model is measured on this step's anchor groups with the map
+(and residual model) fitted *before* their pairs arrive: out of sample, so the weight is not flattered
+by the fit; (2) the pairs enter the buffer (``ScoredGroup.pairs`` when given, e.g. per execution,
+otherwise the trajectory-level pairs) and the map refits; (3) world-model groups are calibrated by the
+refitted map and the residual correction; (4) anchor groups train on their real scores; (5) advantages
+are weighted by the fusion weights of :mod:`wmrl_algos.denoise`.
+
+Defaults are the robust choices measured in ``benchmarks/bandit_ablation.py`` (``docs/method.md``):
+the agreement rule (a useless world model's groups weigh ~0, so WMRL falls back to GRPO on the anchor
+groups), uniform anchor selection, no residual correction unless one is passed.
 
 With ``debias=False`` and ``denoise=False`` it is plain GRPO on world-model scores mixed with real
-anchor scores (the paper's "direct mix" ablation); with ``anchor_fraction=0`` and ``min_anchor_groups=0``
-it is world-model-only GRPO.
+anchor scores (the paper's "direct mix" ablation); with ``anchor_fraction=0``, ``min_anchor_groups=0``
+and ``denoise=False`` it is world-model-only GRPO (with the agreement rule and no anchors there would be
+no evidence for the world model, hence no gradient at all; the config refuses that combination).
 """
 
 from __future__ import annotations
@@ -28,9 +42,10 @@ import numpy as np
 from wmrl_algos.advantages import AdvantageScale, group_advantages
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.debias import OnlineDebiaser
-from wmrl_algos.denoise import Disagreement, InverseVarianceWeighter
+from wmrl_algos.denoise import InverseVarianceWeighter, WeightRule
 from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError
-from wmrl_algos.types import Score, ScoredGroup, StepResult
+from wmrl_algos.residual import ResidualCorrection
+from wmrl_algos.types import Score, ScoredGroup, StepResult, as_score_array
 
 __all__ = ["Scorer", "CorrectionConfig", "CorrectionLoop"]
 
@@ -98,8 +113,38 @@ class CorrectionConfig:
     denoise: bool = field(
         default=True,
         metadata=_help(
-            "Inverse-Variance Denoising: weight anchor groups by 1 + eta2/eta2_cal. False keeps weight "
-            "1.0 (ablation); eta2 is still measured and logged."
+            "Inverse-Variance Denoising: weight world-model and anchor groups by the fusion weights of "
+            "`weighting`. False keeps every weight at 1.0 (ablation); the world model is still measured "
+            "and logged."
+        ),
+    )
+    weighting: WeightRule = field(
+        default="agreement",
+        metadata=_help(
+            "'agreement' (default): world-model groups weigh beta/(2 - r^2) against an anchor's 1, from the "
+            "out-of-sample agreement of world-model and real advantages on anchor groups; a useless world "
+            "model weighs ~0 and WMRL falls back to GRPO on the anchors. 'paper': anchor weight "
+            "1 + eta2/eta2_cal (capped at w_max), world-model groups 1; it stays ~2 whatever the world "
+            "model's quality (docs/method.md)."
+        ),
+    )
+    half_life_groups: float = field(
+        default=64.0,
+        metadata=_help("Anchor groups after which a measurement's weight in the moving average halves."),
+    )
+    warmup_groups: int = field(
+        default=32,
+        metadata=_help("Measured anchor groups before the paper rule freezes eta2_cal (weight 1.0 before)."),
+    )
+    w_max: float = field(
+        default=4.0,
+        metadata=_help("Cap of the paper rule's anchor weight (>= 1; the reference uses 4)."),
+    )
+    confidence: float = field(
+        default=1.0,
+        metadata=_help(
+            "Standard errors subtracted from the agreement rule's slope before it is trusted (>= 0): a "
+            "world model must show agreement beyond noise before its groups count."
         ),
     )
     min_pairs: int = field(
@@ -116,27 +161,18 @@ class CorrectionConfig:
             "smoother."
         ),
     )
-    warmup_steps: int = field(
-        default=5,
+    anchor_selection: Literal["random", "uncertainty"] = field(
+        default="random",
         metadata=_help(
-            "Measured steps before eta2_cal (the IVD constant) is frozen; the anchor weight is 1.0 before."
+            "'random': anchor groups drawn uniformly. 'uncertainty': a share 1 - random_share of the anchor "
+            "slots goes to the groups the world model is least sure about (plan(uncertainty=...), or the "
+            "residual correction's standard deviation in step()); the world model is measured on the "
+            "uniformly drawn ones only. It did not help in benchmarks/bandit_ablation.py, hence off."
         ),
     )
-    w_max: float = field(
-        default=10.0,
-        metadata=_help("Upper bound of the anchor weight (>= 1); 1.0 disables the weighting in effect."),
-    )
-    window: int = field(default=8, metadata=_help("Recent measured steps that eta2 averages over."))
-    disagreement: Disagreement = field(
-        default="raw",
-        metadata=_help(
-            "How eta2 is measured on anchor groups: 'raw' is the plain within-group centred mean squared "
-            "residual (DESIGN.md §2, the default); 'variance' also divides each group's residual by its "
-            "real-score variance (the error std-scaled advantages see). 'variance' inflates the anchor "
-            "weight as the policy concentrates even while the world model improves, and lost to 'raw' in "
-            "benchmarks/bandit_ablation.py (0.6300 vs 0.6334 true reward, 10 seeds); choose it only when "
-            "group reward spread stays roughly constant over training."
-        ),
+    random_share: float = field(
+        default=0.5,
+        metadata=_help("With anchor_selection='uncertainty': probability an anchor slot is drawn uniformly."),
     )
     advantage_scale: AdvantageScale = field(
         default="std",
@@ -170,7 +206,7 @@ class CorrectionConfig:
                 f"max_anchors_in_flight={self.max_anchors_in_flight!r}; pass None (no cap) or >= 1, "
                 "otherwise no group could ever be anchored"
             )
-        for name in ("min_pairs", "refit_every", "capacity", "warmup_steps", "window"):
+        for name in ("min_pairs", "refit_every", "capacity", "warmup_groups"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass 1 or more")
         if self.min_pairs > self.capacity:
@@ -180,10 +216,29 @@ class CorrectionConfig:
             )
         if not (np.isfinite(self.w_max) and self.w_max >= 1.0):
             raise ConfigError(f"w_max={self.w_max!r}; pass a finite value >= 1 (the anchor weight is >= 1)")
-        if self.disagreement not in ("variance", "raw"):
+        if self.weighting not in ("agreement", "paper"):
+            raise ConfigError(f"weighting={self.weighting!r} is unknown; pass 'agreement' or 'paper'")
+        if not (np.isfinite(self.half_life_groups) and self.half_life_groups > 0.0):
+            raise ConfigError(f"half_life_groups={self.half_life_groups!r}; pass a number > 0, e.g. 64")
+        if not (np.isfinite(self.confidence) and self.confidence >= 0.0):
+            raise ConfigError(f"confidence={self.confidence!r}; pass a finite z >= 0, e.g. 1.0")
+        if (
+            self.anchor_fraction == 0.0
+            and self.min_anchor_groups == 0
+            and self.denoise
+            and self.weighting == "agreement"
+        ):
             raise ConfigError(
-                f"disagreement={self.disagreement!r} is unknown; pass 'variance' or 'raw'"
+                "anchor_fraction=0 and min_anchor_groups=0 with denoise=True: the agreement rule weighs "
+                "world-model groups by agreement measured on anchors, and with no anchors they would weigh "
+                "0 forever (no gradient). For world-model-only training pass denoise=False"
             )
+        if self.anchor_selection not in ("random", "uncertainty"):
+            raise ConfigError(
+                f"anchor_selection={self.anchor_selection!r} is unknown; pass 'random' or 'uncertainty'"
+            )
+        if not (0.0 <= self.random_share <= 1.0):
+            raise ConfigError(f"random_share={self.random_share!r} is outside [0, 1]; pass e.g. 0.5")
         if self.advantage_scale not in ("std", "none"):
             raise ConfigError(
                 f"advantage_scale={self.advantage_scale!r} is unknown; pass 'std' (GRPO) or 'none' (Dr. GRPO)"
@@ -202,6 +257,8 @@ class CorrectionLoop:
         config: the correction settings.
         cheap: the world model as a :class:`Scorer` (``trusted`` False); needed by :meth:`step` only.
         trusted: the real execution as a :class:`Scorer` (``trusted`` True); needed by :meth:`step` only.
+        residual: optional :class:`~wmrl_algos.residual.ResidualCorrection` applied after the isotonic
+            map (it reads ``ScoredGroup.trajectories``, so groups must carry them).
 
     Raises:
         ConfigError: ``cheap.trusted`` is True or ``trusted.trusted`` is False (scorers swapped?).
@@ -215,6 +272,8 @@ class CorrectionLoop:
         >>> result = loop.correct(groups)
         >>> result.advantages[1].mask.tolist(), result.metrics["wmrl/anchor_groups"]
         ([True, False, True], 1.0)
+        >>> result.metrics["wmrl/world_model_weight"]  # no evidence of agreement yet
+        0.0
     """
 
     def __init__(
@@ -222,6 +281,7 @@ class CorrectionLoop:
         config: CorrectionConfig | None = None,
         cheap: Scorer[Any] | None = None,
         trusted: Scorer[Any] | None = None,
+        residual: ResidualCorrection | None = None,
     ) -> None:
         self.config = CorrectionConfig() if config is None else config
         if cheap is not None and getattr(cheap, "trusted", None) is not False:
@@ -237,28 +297,87 @@ class CorrectionLoop:
             )
         self.cheap = cheap
         self.trusted = trusted
+        self.residual = residual
         config = self.config
         self.scheduler = AnchorScheduler(
-            config.anchor_fraction, config.min_anchor_groups, config.max_anchors_in_flight, config.seed
+            config.anchor_fraction,
+            config.min_anchor_groups,
+            config.max_anchors_in_flight,
+            config.seed,
+            config.random_share,
         )
         self.debiaser = OnlineDebiaser(config.capacity, config.min_pairs, config.refit_every)
         self.weighter = InverseVarianceWeighter(
-            config.warmup_steps, config.w_max, config.window, config.disagreement
+            config.weighting,
+            config.half_life_groups,
+            config.warmup_groups,
+            config.w_max,
+            config.confidence,
+            config.advantage_scale,
         )
         self._groups_seen = 0
         self._anchors_seen = 0
         self._steps = 0
+        self._planned_random: np.ndarray | None = None
 
-    def plan(self, n_groups: int) -> np.ndarray:
-        """The anchor mask for the next step, decided before any scoring (occupies in-flight slots)."""
-        return self.scheduler.select(n_groups)
+    def plan(self, n_groups: int, uncertainty: Sequence[float] | None = None) -> np.ndarray:
+        """The anchor mask for the next step, decided before any real execution (occupies in-flight slots).
+
+        Args:
+            n_groups: groups in the step.
+            uncertainty: with ``anchor_selection="uncertainty"``, one number per group (higher: the world
+                model is less sure, e.g. the residual correction's standard deviation); required then,
+                ignored under ``"random"``.
+
+        Raises:
+            ConfigError: ``anchor_selection="uncertainty"`` without ``uncertainty``.
+        """
+        if self.config.anchor_selection == "random":
+            mask = self.scheduler.select(n_groups)
+            self._planned_random = None
+            return mask
+        if uncertainty is None:
+            raise ConfigError(
+                "anchor_selection='uncertainty' needs plan(n_groups, uncertainty=[one number per group]); "
+                "pass the world model's uncertainty, a residual correction to step(), or use 'random'"
+            )
+        mask = self.scheduler.select(n_groups, priority=uncertainty)
+        self._planned_random = self.scheduler.last_random
+        return mask
+
+    def _calibrate(self, group: ScoredGroup) -> list[Score]:
+        """The group's world-model scores through the current map and the residual correction."""
+        calibrated = self.debiaser.apply(list(group.predicted))
+        if self.residual is None or not self.config.debias:
+            return calibrated
+        mean, _ = self.residual.predict(self._trajectories(group))
+        return [
+            None if score is None else float(score + shift)
+            for score, shift in zip(calibrated, mean, strict=True)
+        ]
+
+    @staticmethod
+    def _trajectories(group: ScoredGroup) -> tuple[Any, ...]:
+        if not group.trajectories:
+            raise ConfigError(
+                f"group {group.group_id} carries no trajectories but a residual correction needs them to "
+                "compute features; pass trajectories=... in every ScoredGroup, or no residual"
+            )
+        return group.trajectories
 
     def correct(self, groups: Sequence[ScoredGroup]) -> StepResult:
         """Correct one step's scored groups and form their advantages.
 
-        Order: anchor pairs enter the buffer (and the map refits) -> disagreement measured on calibrated
-        anchor scores -> world-model groups calibrated -> anchor groups take their real scores ->
-        advantages with the anchor weight. Releases one in-flight slot per anchor group received.
+        Order: the world model is measured on the anchor groups with the map fitted *before* their pairs
+        (out of sample) -> their pairs enter the buffer (``pairs`` when given) and the map refits -> the
+        residual correction learns -> world-model groups calibrated -> anchor groups take their real
+        scores -> advantages with the fusion weights. Releases one in-flight slot per anchor group.
+
+        Bad input has a defined result and never a NaN: unknown (``None``) scores are left out of
+        baselines and get advantage 0; a group with fewer than two known scores is masked out; a step
+        whose world model returned only ``None`` trains on its anchors alone; a step without anchor
+        groups measures nothing and trains on its world-model groups with the current weights (all
+        zeros, hence a zero gradient, while the world model is not trusted).
 
         Args:
             groups: every group of the step, anchor and world-model ones, in order.
@@ -274,30 +393,41 @@ class CorrectionLoop:
         config = self.config
         anchors = [group for group in groups if group.anchor]
         self.scheduler.release(min(len(anchors), self.scheduler.in_flight))
+        measured = self._measured_anchors(groups, anchors)
 
         anchor_predicted = [list(group.predicted) for group in anchors]
         anchor_real = [list(group.real or ()) for group in anchors]
+        disagreement = self.weighter.update(
+            [self._calibrate(group) for group in measured], [list(group.real or ()) for group in measured]
+        )
         if config.debias:
             for group, predicted, real in zip(anchors, anchor_predicted, anchor_real, strict=True):
                 if group.pairs is not None:
                     self.debiaser.push([p for p, _ in group.pairs], [r for _, r in group.pairs])
                 else:
                     self.debiaser.push(predicted, real)
+            if self.residual is not None:
+                for group, predicted, real in zip(anchors, anchor_predicted, anchor_real, strict=True):
+                    self.residual.update(
+                        self._trajectories(group),
+                        self.debiaser.apply(as_score_array(predicted)),
+                        as_score_array(real),
+                    )
         residual_raw, residual_calibrated = self.debiaser.residuals(anchor_predicted, anchor_real)
-        anchor_calibrated = [self.debiaser.apply(predicted) for predicted in anchor_predicted]
-        disagreement = self.weighter.update(anchor_calibrated, anchor_real)
         anchor_weight = self.weighter.anchor_weight if config.denoise else 1.0
+        world_model_weight = self.weighter.world_model_weight if config.denoise else 1.0
 
         rewards: list[list[Score]] = []
         for group in groups:
             if group.anchor and config.train_anchor_on == "real":
                 rewards.append(list(group.real or ()))
             else:
-                rewards.append(self.debiaser.apply(list(group.predicted)))
+                rewards.append(self._calibrate(group))
         advantages = group_advantages(
             rewards,
             [group.anchor for group in groups],
             anchor_weight,
+            world_model_weight=world_model_weight,
             scale=config.advantage_scale,
             normalise_weights=config.normalise_weights,
         )
@@ -314,6 +444,8 @@ class CorrectionLoop:
             "wmrl/calibrated": 1.0 if self.debiaser.is_fitted else 0.0,
             "wmrl/pairs": float(self.debiaser.n_pairs),
             "wmrl/anchor_weight": float(anchor_weight),
+            "wmrl/world_model_weight": float(world_model_weight),
+            "wmrl/measured_groups": float(self.weighter.measured_groups),
             "wmrl/ungraded_fraction": n_ungraded / n_trajectories if n_trajectories else 0.0,
         }
         optional = {
@@ -327,15 +459,31 @@ class CorrectionLoop:
             "wmrl/disagreement": disagreement,
             "wmrl/eta2": self.weighter.eta2,
             "wmrl/eta2_cal": self.weighter.eta2_cal,
+            "wmrl/agreement": self.weighter.agreement,
+            "wmrl/agreement_slope": self.weighter.slope,
         }
         metrics.update({key: float(value) for key, value in optional.items() if value is not None})
         return StepResult(advantages=tuple(advantages), groups=tuple(groups), metrics=metrics)
+
+    def _measured_anchors(
+        self, groups: Sequence[ScoredGroup], anchors: list[ScoredGroup]
+    ) -> list[ScoredGroup]:
+        """The anchor groups the world model is measured on: the uniformly drawn ones when the last plan
+        chose some by uncertainty (an unbiased sample), all of them otherwise."""
+        planned, self._planned_random = self._planned_random, None
+        if planned is None or planned.size != len(groups):
+            return anchors
+        return [
+            group for group, uniform in zip(groups, planned.tolist(), strict=True) if group.anchor and uniform
+        ]
 
     def step(self, groups: Sequence[Sequence[Any]]) -> StepResult:
         """Plan anchors, score, and correct one step of raw trajectory groups.
 
         The cheap scorer scores every trajectory of every group in ONE batched call; the trusted scorer
-        scores the anchor groups' trajectories in one call; then :meth:`correct`.
+        scores the anchor groups' trajectories in one call; then :meth:`correct`. Under
+        ``anchor_selection="uncertainty"`` the residual correction's mean standard deviation per group is
+        the uncertainty.
 
         Args:
             groups: the trajectories of each group.
@@ -344,7 +492,7 @@ class CorrectionLoop:
             As :meth:`correct`; each :class:`~wmrl_algos.types.ScoredGroup` carries its trajectories.
 
         Raises:
-            ConfigError: a scorer is missing.
+            ConfigError: a scorer is missing, or uncertainty selection without a residual correction.
             WorldModelError: a scorer returned the wrong number of scores.
         """
         if self.cheap is None or self.trusted is None:
@@ -352,7 +500,12 @@ class CorrectionLoop:
                 "step() needs both scorers: pass cheap= (world model) and trusted= (real execution) to "
                 "CorrectionLoop, or score the groups yourself and call correct()"
             )
-        mask = self.plan(len(groups))
+        uncertainty = None
+        if self.config.anchor_selection == "uncertainty" and self.residual is not None:
+            uncertainty = [
+                float(np.mean(self.residual.predict(list(group))[1])) if group else 0.0 for group in groups
+            ]
+        mask = self.plan(len(groups), uncertainty)
         try:
             flat = [trajectory for group in groups for trajectory in group]
             predicted = self._score(self.cheap, flat, "cheap")
@@ -365,6 +518,7 @@ class CorrectionLoop:
             real = self._score(self.trusted, anchor_flat, "trusted") if anchor_flat else []
         except BaseException:
             self.scheduler.release(min(int(mask.sum()), self.scheduler.in_flight))
+            self._planned_random = None
             raise
         scored: list[ScoredGroup] = []
         predicted_offset = real_offset = 0
@@ -403,6 +557,7 @@ class CorrectionLoop:
             "scheduler": self.scheduler.state_dict(),
             "debiaser": self.debiaser.state_dict(),
             "weighter": self.weighter.state_dict(),
+            "residual": None if self.residual is None else self.residual.state_dict(),
             "groups_seen": self._groups_seen,
             "anchors_seen": self._anchors_seen,
             "steps": self._steps,
@@ -438,4 +593,15 @@ class CorrectionLoop:
         self.scheduler.load_state_dict(parts[0])
         self.debiaser.load_state_dict(parts[1])
         self.weighter.load_state_dict(parts[2])
+        residual_state = state.get("residual")
+        if (residual_state is None) != (self.residual is None):
+            raise CheckpointError(
+                "the checkpoint was saved "
+                + ("without" if residual_state is None else "with")
+                + " a residual correction but this loop has "
+                + ("one" if self.residual is not None else "none")
+                + "; build the loop as it was saved"
+            )
+        if self.residual is not None and residual_state is not None:
+            self.residual.load_state_dict(residual_state)
         self._groups_seen, self._anchors_seen, self._steps = counters
