@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,10 +12,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from wmrl_algos.errors import DataError
 from wmrl_envs.kaggle.competition import Competition
-from wmrl_envs.kaggle.grading import SubmissionRejected, grade_execution, read_submission, score_submission
+from wmrl_envs.kaggle.grading import (
+    DEFAULT_MAX_SUBMISSION_BYTES,
+    MAX_CELL_CHARS,
+    SubmissionRejected,
+    grade_execution,
+    read_submission,
+    score_submission,
+)
 from wmrl_envs.kaggle.leaderboard import Leaderboard
-from wmrl_envs.kaggle.metrics import get_metric
+from wmrl_envs.kaggle.metrics import METRICS, Metric, get_metric
 from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
 from wmrl_envs.sandbox.base import ExecutionResult
 
@@ -65,9 +75,9 @@ def test_row_order_does_not_matter(suite: KaggleSuite, tmp_path: Path) -> None:
     assert score_submission(_write(tmp_path / "s.csv", frame), competition).score == 1.0
 
 
-def _rejection(path: Path | None, competition: Competition) -> str:
+def _rejection(path: Path | None, competition: Competition, max_bytes: int = 200_000) -> str:
     with pytest.raises(SubmissionRejected) as error:
-        read_submission(path, competition, max_bytes=200_000)
+        read_submission(path, competition, max_bytes=max_bytes)
     return error.value.detail
 
 
@@ -195,3 +205,62 @@ def test_metrics_compute_their_textbook_values(
     name: str, truth: list[object], prediction: list[object], expected: float
 ) -> None:
     assert get_metric(name).compute(truth, prediction) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("label", ["1e300", "9223372036854775808", "-1e309", "1" * 1000])
+def test_huge_numbers_as_labels_are_rejected_with_a_detail(
+    suite: KaggleSuite, tmp_path: Path, label: str
+) -> None:
+    competition = _competition(suite, "titanic-survival")
+    frame = _answers_frame(competition).astype({competition.target: str})
+    frame.iloc[0, 1] = label
+    assert "not valid labels" in _rejection(_write(tmp_path / "huge.csv", frame), competition)
+
+
+def test_a_hundred_thousand_column_header_is_rejected_with_bounded_work(
+    suite: KaggleSuite, tmp_path: Path
+) -> None:
+    competition = _competition(suite, "titanic-survival")
+    wide = tmp_path / "wide.csv"
+    row = ",".join("1" for _ in range(100_000)) + "\n"
+    wide.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n" + row * 150)  # ≈ 30 MB
+    tracemalloc.start()
+    started = time.perf_counter()
+    detail = _rejection(wide, competition, max_bytes=DEFAULT_MAX_SUBMISSION_BYTES)
+    elapsed = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "100,000 columns" in detail and "99,995 more" in detail and len(detail) < 300
+    assert elapsed < 2.0 and peak < 64 * 2**20, (elapsed, peak)
+
+
+def test_rows_cells_and_row_counts_are_bounded(suite: KaggleSuite, tmp_path: Path) -> None:
+    competition = _competition(suite, "concrete-strength")
+    frame = _answers_frame(competition)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("id,compressive_strength\n1,2,3\n")
+    assert "has 3 cells; expected 2" in _rejection(ragged, competition)
+    long_cell = frame.astype({competition.target: str})
+    long_cell.iloc[0, 1] = "9" * (MAX_CELL_CHARS + 1)
+    too_long = _rejection(_write(tmp_path / "cell.csv", long_cell), competition)
+    assert f"over {MAX_CELL_CHARS} characters" in too_long
+    repeated = pd.concat([frame] * 3)
+    assert "more than" in _rejection(_write(tmp_path / "rows.csv", repeated), competition)
+
+
+def test_a_grader_failure_on_the_file_is_a_status_and_a_broken_competition_is_raised(
+    suite: KaggleSuite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    competition = _competition(suite, "concrete-strength")
+    good = _write(tmp_path / "good.csv", _answers_frame(competition))
+
+    def overflowing(truth: np.ndarray, prediction: np.ndarray) -> float:
+        raise OverflowError("int too large to convert to float")
+
+    # A grader bug cannot be produced on demand: a registered metric that raises stands in for one.
+    monkeypatch.setitem(METRICS, "overflowing", Metric("overflowing", False, "number", overflowing))
+    outcome = grade_execution(_result("ok", output=good), replace(competition, metric="overflowing"))
+    assert outcome.status == "no_submission" and "OverflowError" in outcome.detail, outcome
+    missing_answers = replace(competition, answers_path=tmp_path / "absent.csv")
+    with pytest.raises(DataError, match="hidden answers"):
+        grade_execution(_result("ok", output=good), missing_answers)

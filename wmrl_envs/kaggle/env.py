@@ -55,7 +55,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from gymnasium import spaces
 
-from wmrl_algos.errors import ConfigError, SandboxError
+from wmrl_algos.errors import ConfigError, SandboxError, WMRLError
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.feedback import format_feedback, parse_feedback
 from wmrl_envs.kaggle.grading import grade_execution
@@ -397,6 +397,8 @@ class KaggleEnv(gym.Env[str, str]):
                            backend=getattr(self.sandbox, "name", ""))
         try:
             return grade_execution(result, competition, max_bytes=self.config.max_submission_mb * 1024 * 1024)
+        except WMRLError as error:  # the competition's own files failed: unknown, not the solution's fault
+            return Outcome(status="sandbox_error", detail=f"grading failed: {error}", backend=result.backend)
         finally:
             if result.output is not None:
                 result.output.unlink(missing_ok=True)

@@ -308,6 +308,11 @@ def grade_execution(
     ``timeout`` (rewarded like a runtime error); a sandbox failure is ``sandbox_error`` (unknown, never
     a low score). Whatever the submission file holds, this returns an outcome: an unexpected failure
     of the grader on it is a ``no_submission`` whose detail names the error.
+
+    Raises:
+        DataError: the competition's hidden answers are missing or broken (an infrastructure failure,
+            checked before the untrusted file is read, so it is never mistaken for the solution's).
+        ConfigError: the competition names an unknown metric.
     """
     extra: dict[str, float] = {}
     if result.cpu_s is not None:
@@ -339,6 +344,8 @@ def grade_execution(
             else "no ./submission.csv was written"
         )
         return replace(logs, status="no_submission", detail=detail)
+    competition.load_answers()  # the competition itself must be sound: its failures are raised, not graded
+    get_metric(competition.metric)
     try:
         report = score_submission(result.output, competition, max_bytes=max_bytes)
     except SubmissionRejected as rejection:
