@@ -1,6 +1,7 @@
 """The default backend: bubblewrap, an unprivileged per-run uid, cgroups, a capped tmpfs work dir.
 
-Why this shape (each point is a pitfall measured on this machine, see ``FACTS.md``):
+Why this shape (each point is a pitfall measured on this machine; ``docs/threat-model.md`` has the
+measurements):
 
 * bubblewrap run *as root* with ``--uid 65534`` is still host root inside (it could read
   ``/etc/shadow``), so the process first drops to an unprivileged uid with ``setpriv`` and only then
