@@ -39,6 +39,7 @@ from typing import TypeVar
 
 __all__ = [
     "OWNED_NAME",
+    "OWNER_GONE_EXIT",
     "SweepReport",
     "launcher_call",
     "owner_alive",
@@ -52,6 +53,9 @@ __all__ = [
 OWNED_NAME = re.compile(r"^wmrl-(?P<kind>run|outputs)-(?P<pid>\d+)_(?P<start>\d+)-")
 """Names of owner-tagged host resources: ``wmrl-run-<pid>_<start>-...`` (work dirs and cgroups) and
 ``wmrl-outputs-<pid>_<start>-...`` (copied-out outputs)."""
+
+OWNER_GONE_EXIT = 97
+"""Exit code of a sandbox process whose owner died before its death signal was armed."""
 
 _T = TypeVar("_T")
 _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -90,10 +94,11 @@ def owner_guard(argv: list[str], pid: int | None = None) -> list[str]:
     """Prefix ``argv`` with a shell check that its parent is still ``pid`` (default: this process).
 
     Run right after a death signal is armed: if the owner died before, the signal will never come,
-    and the command must not start (exit code 97).
+    and the command must not start (exit code :data:`OWNER_GONE_EXIT`).
     """
     pid = os.getpid() if pid is None else pid
-    return ["/bin/sh", "-c", 'test "$PPID" = "$0" || exit 97; exec "$@"', str(pid), *argv]
+    check = f'test "$PPID" = "$0" || exit {OWNER_GONE_EXIT}; exec "$@"'
+    return ["/bin/sh", "-c", check, str(pid), *argv]
 
 
 class _Launcher:
