@@ -1,4 +1,4 @@
-"""Scale-out on Ray: anchor executions as Ray tasks, world models as a pool of Ray actors.
+"""Scale-out on Ray: real executions as Ray tasks, world models as a pool of Ray actors.
 
 Why Ray and not a home-made cluster: the systems WMRL is used next to (verl, OpenRLHF) already run on
 Ray, so a user who outgrows one machine has a Ray cluster, its scheduler, its resource accounting and
@@ -18,6 +18,10 @@ its fault tolerance. wmrl only has to fit its two expensive parts into the slots
   wrapper reports ``None``), the episode truncated, ``info["execution_lost"]`` saying why, and
   :attr:`RayExecutor.stats` counting it. Any other picklable callable runs as a plain Ray task; a lost
   one raises :class:`~wmrl_algos.errors.SandboxError` (the execution's score is unknown).
+* :class:`RaySandbox` is the other cut, for envs that must stay on the driver (they share a cache or a
+  meter with the trainer, or hold something unpicklable): the env steps on the driver and only
+  ``Sandbox.run`` is a Ray task. ``RayExecutor`` sees a ``RaySandbox`` on the env and then ships
+  nothing but the sandbox run; a lost one is a ``SandboxError``, which the Kaggle env scores unknown.
 * :class:`RayWorldModelPool` is itself a :class:`~wmrl_envs.world_model.WorldModel`: ``num_actors``
   Ray actors each load the model once (``factory()``), and a batched ``predict`` is split into
   contiguous chunks, one per actor. A killed actor is restarted by Ray (``max_restarts``, which reruns
@@ -36,42 +40,53 @@ Only this module imports ``ray``; importing it without ``wmrl[ray]`` raises
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import math
+import shutil
+import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import gymnasium as gym
 
 from wmrl_algos.errors import ConfigError, SandboxError, require
+from wmrl_envs.sandbox import ExecutionRequest, ExecutionResult, Sandbox
 from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 from wmrl_envs.wrapper import PendingStep, WorldModelWrapper
 
 ray = require("ray", "ray")
 
-__all__ = ["ExecutionStats", "RayExecutor", "RayWorldModelPool", "connect"]
+__all__ = ["ExecutionStats", "RayExecutor", "RaySandbox", "RayWorldModelPool", "connect"]
 
 T = TypeVar("T")
 _StepTuple = tuple[Any, Any, bool, bool, dict[str, Any]]
 _BYTES_PER_MB = 1024 * 1024
-# Ray failures that mean "the machine went away", as opposed to the callable raising (RayTaskError).
+# Ray failures that mean "the machine or process went away", as opposed to the callable raising.
 _LOST_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.WorkerCrashedError,
     ray.exceptions.NodeDiedError,
     ray.exceptions.OutOfMemoryError,
     ray.exceptions.ObjectLostError,
     ray.exceptions.RayActorError,
-    ray.exceptions.RaySystemError,
 )
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether a Ray error means the execution was lost (never one the callable itself raised)."""
+    return isinstance(exc, _LOST_ERRORS) and not isinstance(exc, ray.exceptions.RayTaskError)
 
 
 def connect(address: str | None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``: the one started with ``ray start``), once.
 
-    ``None`` starts a private local Ray instance. An already initialised Ray session is reused as it is.
+    ``None`` uses ``ray.init()``'s default (a private local instance unless ``RAY_ADDRESS`` names a
+    cluster). An already initialised Ray session is reused as it is.
 
     Raises:
         ConfigError: ``address`` is not a string or ``None``, or no cluster answers there.
@@ -87,7 +102,7 @@ def connect(address: str | None) -> None:
     except ConnectionError as exc:
         raise ConfigError(
             f"no Ray cluster answers at address={address!r} ({exc}); start one with `ray start --head` "
-            "(see scripts/ray_cluster.sh) or pass address=None for a private local instance"
+            "(see docs/scale-out.md) or pass address=None for a private local instance"
         ) from exc
 
 
@@ -100,6 +115,11 @@ def _check_resources(num_cpus: float, memory_mb: int | None) -> None:
         raise ConfigError(f"memory_mb={memory_mb!r} must be a positive int (MiB reserved per task) or None")
 
 
+def _check_retries(max_retries: int) -> None:
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigError(f"max_retries={max_retries!r} must be an int >= 0 (0: a lost execution is unknown)")
+
+
 def _resource_options(num_cpus: float, memory_mb: int | None) -> dict[str, Any]:
     options: dict[str, Any] = {"num_cpus": num_cpus}
     if memory_mb is not None:
@@ -109,7 +129,7 @@ def _resource_options(num_cpus: float, memory_mb: int | None) -> dict[str, Any]:
 
 @dataclass
 class ExecutionStats:
-    """What :class:`RayExecutor` has run so far (read it with :attr:`RayExecutor.stats`).
+    """What a :class:`RayExecutor` or :class:`RaySandbox` has run so far (read it from their ``stats``).
 
     Attributes:
         submitted: executions submitted.
@@ -134,6 +154,36 @@ class ExecutionStats:
         if not self.completed:
             return None
         return (self.driver_seconds - self.remote_seconds) / self.completed
+
+
+class _Tracker:
+    """Thread-safe :class:`ExecutionStats`, and the one place results come back from Ray."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stats = ExecutionStats()
+
+    def submitted(self) -> None:
+        with self._lock:
+            self._stats.submitted += 1
+
+    def lost(self) -> None:
+        with self._lock:
+            self._stats.lost += 1
+
+    def collect(self, ref: Any, start: float) -> Any:
+        """Wait for a task returning ``(result, remote seconds, node id)``; record it, return the result."""
+        result, seconds, node = ray.get(ref)
+        with self._lock:
+            self._stats.completed += 1
+            self._stats.remote_seconds += seconds
+            self._stats.driver_seconds += time.perf_counter() - start
+            self._stats.nodes[node] += 1
+        return result
+
+    def snapshot(self) -> ExecutionStats:
+        with self._lock:
+            return dataclasses.replace(self._stats, nodes=Counter(self._stats.nodes))
 
 
 def _timed_call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[T, float, str]:
@@ -170,8 +220,10 @@ class _RemoteStepEnv(gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> _StepTuple:
         try:
             result, stepped = self._executor._step(self.env, action)
-        except _LOST_ERRORS as exc:
-            self._executor._count_lost()
+        except ray.exceptions.RayError as exc:
+            if not _lost(exc):
+                raise
+            self._executor._tracker.lost()
             reason = f"the Ray worker running this execution was lost and its retries ran out: {exc!r}"
             return None, math.nan, False, True, {"execution_lost": reason}
         _adopt_state(self.env, stepped)
@@ -183,12 +235,14 @@ class RayExecutor(concurrent.futures.Executor):
 
     Pass it as ``GroupedRollout(..., executor=RayExecutor())``. For a submitted
     ``WorldModelWrapper.execute`` the real env's ``step`` runs on a worker node and the result, the
-    stepped env state and the cost accounting come back to the driver (see the module docstring);
-    any other picklable callable simply runs as a Ray task and its return value comes back.
+    stepped env state and the cost accounting come back to the driver (see the module docstring); if
+    the env's ``sandbox`` is a :class:`RaySandbox`, the env stays on the driver and only the sandbox
+    run travels. Any other picklable callable simply runs as a Ray task and its result comes back.
 
     Args:
-        address: the Ray cluster (``"auto"``: the local ``ray start`` cluster; an address; ``None``: a
-            private local instance). An already initialised Ray session is reused.
+        address: the Ray cluster (``"auto"``: the one ``ray start`` started on this machine; an address
+            such as ``"10.0.0.1:6379"``; ``None``: ``ray.init()``'s default, which starts a private
+            instance unless ``RAY_ADDRESS`` names one). An already initialised Ray session is reused.
         num_cpus: CPUs each execution requests (Ray places it on a node with that many free).
         memory_mb: memory each execution reserves in Ray's scheduler, or ``None`` for no reservation.
             It is a scheduling reservation, not a limit: the sandbox's own limits still apply.
@@ -225,10 +279,7 @@ class RayExecutor(concurrent.futures.Executor):
             raise ConfigError(
                 f"max_in_flight={max_in_flight!r} must be a positive int or None (cluster size)"
             )
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigError(
-                f"max_retries={max_retries!r} must be an int >= 0 (0: a lost execution is unknown)"
-            )
+        _check_retries(max_retries)
         connect(address)
         if max_in_flight is None:
             cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
@@ -242,22 +293,13 @@ class RayExecutor(concurrent.futures.Executor):
         )
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._threads = concurrent.futures.ThreadPoolExecutor(max_in_flight, thread_name_prefix="wmrl-ray")
-        self._lock = threading.Lock()
-        self._stats = ExecutionStats()
+        self._tracker = _Tracker()
         self._shutdown = False
 
     @property
     def stats(self) -> ExecutionStats:
         """A snapshot of what has run so far."""
-        with self._lock:
-            return ExecutionStats(
-                self._stats.submitted,
-                self._stats.completed,
-                self._stats.lost,
-                self._stats.remote_seconds,
-                self._stats.driver_seconds,
-                Counter(self._stats.nodes),
-            )
+        return self._tracker.snapshot()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         """Schedule ``fn(*args, **kwargs)`` on the cluster; blocks while ``max_in_flight`` are running.
@@ -268,8 +310,7 @@ class RayExecutor(concurrent.futures.Executor):
         if self._shutdown:
             raise RuntimeError("cannot submit to a RayExecutor after shutdown()")
         self._slots.acquire()
-        with self._lock:
-            self._stats.submitted += 1
+        self._tracker.submitted()
         try:
             wrapper = getattr(fn, "__self__", None)
             if (
@@ -297,9 +338,11 @@ class RayExecutor(concurrent.futures.Executor):
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
         start = time.perf_counter()
         try:
-            result: T = self._collect(self._remote.remote(fn, args, kwargs), start)
-        except _LOST_ERRORS as exc:
-            self._count_lost()
+            result: T = self._tracker.collect(self._remote.remote(fn, args, kwargs), start)
+        except ray.exceptions.RayError as exc:
+            if not _lost(exc):
+                raise
+            self._tracker.lost()
             raise SandboxError(
                 f"the Ray worker running {getattr(fn, '__qualname__', fn)!r} was lost and its retries ran "
                 f"out ({exc!r}); the execution's result is unknown"
@@ -307,8 +350,12 @@ class RayExecutor(concurrent.futures.Executor):
         return result
 
     def _execute(self, wrapper: WorldModelWrapper[Any, Any], pending: PendingStep) -> None:
-        # The wrapper's own execute() runs here on the driver (ledger, timing, truncation); only its
-        # real env's step is remote. The env is swapped back whatever happens.
+        # The wrapper's own execute() runs here on the driver (ledger, timing, truncation). With a
+        # RaySandbox only the sandbox run is remote; otherwise the real env's step is, through a
+        # stand-in env swapped in for this one call and swapped back whatever happens.
+        if isinstance(getattr(wrapper.unwrapped, "sandbox", None), RaySandbox):
+            wrapper.execute(pending)
+            return
         env = wrapper.env
         wrapper.env = _RemoteStepEnv(env, self)
         try:
@@ -318,23 +365,120 @@ class RayExecutor(concurrent.futures.Executor):
 
     def _step(self, env: gym.Env[Any, Any], action: Any) -> tuple[_StepTuple, gym.Env[Any, Any]]:
         start = time.perf_counter()
-        stepped: tuple[_StepTuple, gym.Env[Any, Any]] = self._collect(
-            self._remote_step.remote(env, action), start
-        )
+        try:
+            ref = self._remote_step.remote(env, action)
+        except TypeError as exc:  # Ray could not pickle the env
+            raise ConfigError(
+                f"{type(env.unwrapped).__name__} cannot be shipped to a Ray worker ({exc}); give it a "
+                "RaySandbox (sandbox=RaySandbox(sandbox)) so that only its sandbox runs remotely, or make "
+                "the env picklable"
+            ) from exc
+        stepped: tuple[_StepTuple, gym.Env[Any, Any]] = self._tracker.collect(ref, start)
         return stepped
 
-    def _collect(self, ref: Any, start: float) -> Any:
-        result, seconds, node = ray.get(ref)
-        with self._lock:
-            self._stats.completed += 1
-            self._stats.remote_seconds += seconds
-            self._stats.driver_seconds += time.perf_counter() - start
-            self._stats.nodes[node] += 1
-        return result
 
-    def _count_lost(self) -> None:
-        with self._lock:
-            self._stats.lost += 1
+def _run_sandbox(
+    sandbox: Sandbox, request: ExecutionRequest
+) -> tuple[tuple[ExecutionResult, bytes | None], float, str]:
+    def run() -> tuple[ExecutionResult, bytes | None]:
+        result = sandbox.run(request)
+        if result.output is None:
+            return result, None
+        data = result.output.read_bytes()  # already size-capped by the sandbox
+        result.output.unlink(missing_ok=True)
+        return dataclasses.replace(result, output=None), data
+
+    return _timed_call(run, (), {})
+
+
+class RaySandbox:
+    """A :class:`~wmrl_envs.sandbox.Sandbox` whose runs happen on Ray worker nodes.
+
+    Use it when the environment itself should stay on the driver (it shares a cache, a meter or other
+    state with the trainer, or it cannot be pickled): the env steps on the driver and only
+    ``sandbox.run`` travels, as a Ray task reserving the request's memory. The copied-out file comes
+    back as bytes and is written to a driver-side directory (removed by :meth:`close`). A run whose
+    node died and whose retries ran out raises :class:`~wmrl_algos.errors.SandboxError`, which an env
+    reports as an unknown score (``KaggleEnv``: status ``sandbox_error``).
+
+    The request's input paths must exist on every worker node (the built-in suite: run
+    ``wmrl suite build`` on each node, or share ``~/.cache/wmrl``).
+
+    Args:
+        sandbox: the backend to run on the workers (``make_sandbox("local")``: bubblewrap must be
+            installed on each worker; ``"docker"``: an engine and the sandbox image on each worker).
+        address: the Ray cluster, as for :class:`RayExecutor`.
+        num_cpus: CPUs each run requests.
+        memory_mb: memory each run reserves; ``None`` reserves the request's own ``memory_mb``.
+        max_retries: times Ray reruns a run whose worker or node died.
+
+    Raises:
+        ConfigError: a value is out of range, or no cluster answers at ``address``.
+
+    Example:
+        >>> from wmrl_envs.kaggle.env import KaggleEnv  # doctest: +SKIP
+        >>> env = KaggleEnv("concrete-strength", sandbox=RaySandbox(make_sandbox("local")))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        address: str | None = "auto",
+        num_cpus: float = 1.0,
+        memory_mb: int | None = None,
+        max_retries: int = 1,
+    ) -> None:
+        _check_resources(num_cpus, memory_mb)
+        _check_retries(max_retries)
+        connect(address)
+        self.sandbox = sandbox
+        self.name = f"ray:{sandbox.name}"
+        self._memory_mb = memory_mb
+        self._remote = ray.remote(_run_sandbox)
+        self._options: dict[str, Any] = {
+            "num_cpus": num_cpus, "max_retries": max_retries, "retry_exceptions": False
+        }
+        self._shipped = ray.put(sandbox)
+        self._outputs = Path(tempfile.mkdtemp(prefix="wmrl-ray-outputs-"))
+        self._tracker = _Tracker()
+
+    @property
+    def stats(self) -> ExecutionStats:
+        """A snapshot of the runs so far (where they ran, how long, how many were lost)."""
+        return self._tracker.snapshot()
+
+    def run(self, request: ExecutionRequest) -> ExecutionResult:
+        """Run ``request`` on a worker node and bring its result (and copied-out file) back.
+
+        Raises:
+            SandboxError: the run's node died and its retries ran out, or the backend failed there.
+        """
+        memory_mb = self._memory_mb if self._memory_mb is not None else request.memory_mb
+        start = time.perf_counter()
+        self._tracker.submitted()
+        try:
+            task = self._remote.options(**self._options, memory=memory_mb * _BYTES_PER_MB)
+            ref = task.remote(self._shipped, request)
+            result, data = self._tracker.collect(ref, start)
+        except ray.exceptions.RayError as exc:
+            if _lost(exc):
+                self._tracker.lost()
+                raise SandboxError(
+                    f"the Ray worker running this sandboxed execution was lost and its retries ran out "
+                    f"({exc!r}); the execution's result is unknown"
+                ) from exc
+            raise SandboxError(f"the {self.sandbox.name!r} sandbox failed on the Ray worker: {exc}") from exc
+        if data is None:
+            return result
+        path = self._outputs / f"{uuid.uuid4().hex}-{request.output_name}"
+        path.write_bytes(data)
+        return dataclasses.replace(result, output=path)
+
+    def close(self) -> None:
+        """Close the wrapped backend and remove the copied-out files kept on the driver."""
+        self.sandbox.close()
+        shutil.rmtree(self._outputs, ignore_errors=True)
 
 
 class _WorldModelActor:
@@ -449,7 +593,9 @@ class RayWorldModelPool:
         for ref, chunk in zip(refs, chunks, strict=True):
             try:
                 predictions.extend(ray.get(ref))
-            except _LOST_ERRORS as exc:
+            except ray.exceptions.RayError as exc:
+                if not _lost(exc):
+                    raise
                 with self._lock:
                     self._lost_queries += len(chunk)
                 error = f"world-model actor lost and not restarted in time: {exc!r}"

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -30,8 +31,8 @@ from wmrl_algos.errors import ConfigError
 from wmrl_envs.ledger import CostLedger
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 from wmrl_envs.toy import CostlyToyEnv, ToyContext, ToyWorldModel
-from wmrl_envs.world_model import WorldModelQuery
-from wmrl_envs.wrapper import predict_batch
+from wmrl_envs.world_model import Prediction, WorldModelQuery
+from wmrl_envs.wrapper import WorldModelWrapper, predict_batch
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -197,7 +198,8 @@ def test_without_ray_the_module_names_the_extra_and_nothing_else_imports_ray() -
 def test_anchor_executions_run_on_worker_nodes_and_match_a_local_run_step_for_step(
     live: LocalCluster,
 ) -> None:
-    env_fn = functools.partial(CostlyToyEnv, step_seconds=0.05)
+    # Through gymnasium.make: a chain of Gymnasium wrappers whose state must come back too.
+    env_fn = functools.partial(gym.make, "wmrl/CostlyToy-v0", step_seconds=0.05)
     local_groups, local_ledger = _rollout(None, env_fn, [True, False])
     with RayExecutor(num_cpus=1, memory_mb=64) as executor:
         assert executor.max_in_flight == WORKERS  # the cluster's CPUs / the request
@@ -213,6 +215,69 @@ def test_anchor_executions_run_on_worker_nodes_and_match_a_local_run_step_for_st
     assert ray_ledger.real_steps == local_ledger.real_steps == stats.completed == 6
     assert stats.lost == 0 and set(stats.nodes) <= live.worker_ids()
     assert stats.remote_seconds >= 6 * 0.05 and stats.overhead_seconds_per_task is not None
+
+
+class Unknowing:
+    """A world model that never knows: the anchor step's reward must be the real one regardless."""
+
+    name = "unknowing"
+
+    def predict(self, queries: Sequence[WorldModelQuery]) -> list[Prediction]:
+        return [Prediction(reward=None) for _ in queries]
+
+
+SAMPLE_SUBMISSION = (
+    "```python\nimport shutil\nshutil.copy('input/sample_submission.csv', 'submission.csv')\n```"
+)
+
+
+def _kaggle_anchor_step(env: WorldModelWrapper[Any, Any], executor: Any) -> tuple[float, dict[str, Any]]:
+    env.reset(seed=0, options={"anchor": True})
+    pending = env.prepare_step(SAMPLE_SUBMISSION)
+    executor.submit(env.execute, pending).result()
+    _, reward, _, _, info = env.finish_step(pending, None)
+    return float(reward), info
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_real_kaggle_execution_is_sandboxed_and_graded_on_a_worker_and_the_driver_env_advances(
+    live: LocalCluster,
+) -> None:
+    from wmrl_envs.kaggle.env import KaggleEnv
+
+    env = WorldModelWrapper(KaggleEnv("concrete-strength", sandbox="local"), Unknowing())
+    with RayExecutor(memory_mb=256) as executor:
+        reward, info = _kaggle_anchor_step(env, executor)
+        stats = executor.stats
+    assert info["status"] == "valid" and 0 < reward == info["wmrl"]["real"] == info["ladder_value"] <= 1
+    assert env.unwrapped.world_model_context().turn == 1  # the stepped state came back
+    assert set(stats.nodes) <= live.worker_ids() and env.ledger.real_steps == 1
+    env.close()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_with_a_ray_sandbox_only_the_sandbox_run_travels_and_an_unpicklable_env_stays_home(
+    live: LocalCluster,
+) -> None:
+    from wmrl_envs.kaggle.env import KaggleEnv
+    from wmrl_envs.sandbox import make_sandbox
+
+    sandbox = ray_exec.RaySandbox(make_sandbox("local"))
+    env = WorldModelWrapper(KaggleEnv("concrete-strength", sandbox=sandbox), Unknowing())
+    env.unwrapped.shared_meter_lock = threading.Lock()  # like a trainer's meter: cannot be pickled
+    with RayExecutor() as executor:
+        reward, info = _kaggle_anchor_step(env, executor)
+        assert executor.stats.submitted == 1 and executor.stats.completed == 0  # no env was shipped
+    assert info["status"] == "valid" and 0 < reward == info["ladder_value"] <= 1
+    assert sandbox.stats.completed == 1 and set(sandbox.stats.nodes) <= live.worker_ids()
+    sandbox.close()
+    plain = WorldModelWrapper(KaggleEnv("concrete-strength", sandbox="local"), Unknowing())
+    plain.unwrapped.shared_meter_lock = threading.Lock()
+    with RayExecutor() as executor, pytest.raises(ConfigError, match="RaySandbox"):
+        _kaggle_anchor_step(plain, executor)
+    plain.close()
 
 
 @pytest.mark.integration
