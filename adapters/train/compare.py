@@ -54,6 +54,9 @@ class CompareArgs:
     eval_samples: int = field(default=2, metadata={"help": "Held-out episodes per competition at the end."})
     out: str = field(default=str(DEFAULT_OUT), metadata={"help": "Output directory (table, plots, runs/)."})
     progress: bool = field(default=False, metadata={"help": "Show per-run progress bars."})
+    table_only: bool = field(
+        default=False, metadata={"help": "Train nothing: write the table from the runs already complete."}
+    )
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.method_list() if m not in ALGOS]
@@ -94,6 +97,8 @@ def run_compare(args: CompareArgs) -> list[dict[str, Any]]:
             if (run_dir / SUMMARY).is_file():
                 summaries.append(json.loads((run_dir / SUMMARY).read_text()))
                 print(f"[compare] {method} seed {seed}: complete, skipped")
+                continue
+            if args.table_only:
                 continue
             resume = (run_dir / CHECKPOINT).is_file()
             print(

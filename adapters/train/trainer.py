@@ -110,8 +110,10 @@ def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]
         raise ConfigError(
             f"--policy llm needs wmrl_adapters.llm_agent ({error}); install wmrl[llm] or use --policy design"
         ) from error
-    agent_config = LLMAgentConfig(model=config.llm_model) if config.llm_model else LLMAgentConfig()
-    return LLMAgent(agent_config)
+    settings: dict[str, Any] = {"seed": config.seed}
+    if config.llm_model:
+        settings["model"] = config.llm_model
+    return LLMAgent(LLMAgentConfig(**settings))
 
 
 def write_atomic(path: Path, data: bytes) -> None:

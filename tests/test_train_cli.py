@@ -1,0 +1,148 @@
+"""``wmrl train`` / ``wmrl eval`` as a user runs them: subprocesses with tiny budgets, as CleanRL does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = [
+    "--steps",
+    "2",
+    "--groups",
+    "2",
+    "--group-size",
+    "2",
+    "--max-turns",
+    "1",
+    "--anchor-fraction",
+    "0.5",
+    "--competitions",
+    "titanic-survival",
+    "--eval-competitions",
+    "titanic-survival",
+    "--eval-samples",
+    "1",
+    "--warm",
+    "0",
+    "--progress",
+    "false",
+]
+
+
+def wmrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wmrl_adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--algo", "ppo"], "grpo, anchors, wm, mix, od, ivd, wmrl"),
+        (["--world-model", "oracle"], "learned+rubric"),
+        (["--policy", "gpt"], "design, llm"),
+        (["--learning-rte", "0.1"], "learning_rate"),
+        (["--competitions", "no-such-task"], "titanic-survival"),
+        (["--competitions", "phone-churn"], "held out"),
+    ],
+)
+def test_bad_input_exits_2_and_lists_the_valid_choices(tmp_path, args, names):
+    result = wmrl("train", *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert names in result.stderr
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    result = wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, result
+
+
+@pytest.mark.integration
+def test_train_writes_config_metrics_checkpoint_plots_and_says_where(trained):
+    root, result = trained
+    run = root / "run"
+    for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "plots/training.png"):
+        assert (run / name).is_file(), name
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1.0, 2.0]
+    for key in (
+        "wmrl/anchor_weight",
+        "cost/real_steps",
+        "compute/charged_total",
+        "losses/loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "reward/real_mean",
+        "reward/predicted_mean",
+    ):
+        assert key in lines[-1], key
+    assert "eval/position" in lines[-1] and "eval/valid_rate" in lines[-1]
+    assert lines[-1]["compute/charged_total"] >= lines[-1]["compute/spent_total"] > 0
+    assert f"metrics: {run / 'metrics.jsonl'}" in result.stdout and "plots:" in result.stdout
+
+
+@pytest.mark.integration
+def test_resume_with_another_config_is_refused_and_overwrites_nothing(trained):
+    root, _ = trained
+    run = root / "run"
+    before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
+    result = wmrl("train", "--resume", str(run), "--algo", "grpo", cwd=root)
+    assert result.returncode == 2
+    assert "another config" in result.stderr and "algo" in result.stderr
+    assert before == {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
+
+
+@pytest.mark.integration
+def test_a_new_run_in_an_existing_run_directory_is_refused(trained):
+    root, _ = trained
+    result = wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
+    assert result.returncode == 2 and "--resume" in result.stderr
+
+
+@pytest.mark.integration
+def test_eval_runs_a_trained_policy_on_an_mlebench_layout_competition(trained):
+    from wmrl_envs.kaggle.suite import load_suite
+
+    root, _ = trained
+    competition = load_suite().get("titanic-survival")
+    mle = root / "mlebench" / "titanic-copy"
+    shutil.copytree(competition.public_dir, mle / "prepared" / "public")
+    (mle / "prepared" / "private").mkdir(parents=True)
+    shutil.copy(competition.answers_path, mle / "prepared" / "private" / "test.csv")
+    (mle / "config.yaml").write_text("id: titanic-copy\ngrader:\n  name: accuracy\n")
+    scores = sorted(competition.leaderboard.scores, reverse=True)
+    (mle / "leaderboard.csv").write_text(
+        "teamName,score\n" + "".join(f"t{i},{s}\n" for i, s in enumerate(scores))
+    )
+    result = wmrl(
+        "eval",
+        str(root / "run"),
+        "--competitions",
+        str(mle),
+        "--samples",
+        "1",
+        "--out",
+        str(root / "eval.json"),
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((root / "eval.json").read_text())
+    assert metrics["eval/episodes"] == 1.0 and 0.0 <= metrics["eval/position"] <= 1.0
+    assert "titanic-copy" in result.stdout and "not training" in result.stdout
+
+
+def test_eval_of_a_directory_that_is_not_a_run_exits_2(tmp_path):
+    result = wmrl("eval", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2 and "not a trained run" in result.stderr

@@ -1,0 +1,159 @@
+"""Tests of the trainer (wmrl_adapters.train.trainer): algorithms, exact resume after SIGKILL, failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from wmrl_adapters.train.config import ALGOS, TrainConfig
+from wmrl_adapters.train.execution import ExecutionCache
+from wmrl_adapters.train.trainer import (
+    Trainer,
+    correction_config,
+    learning_metrics,
+    read_metrics,
+    write_atomic,
+)
+
+from wmrl_envs.world_models.rubric import RubricWorldModel
+
+TINY = dict(
+    steps=2,
+    groups=2,
+    group_size=2,
+    max_turns=1,
+    anchor_fraction=0.5,
+    competitions="titanic-survival",
+    eval_samples=0,
+    warm=0,
+    progress=False,
+)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_each_algorithm_is_the_papers_definition(algo):
+    config = correction_config(TrainConfig(algo=algo))
+    expected = {
+        "grpo": (1.0, False, False),
+        "anchors": (0.125, False, False),
+        "wm": (0.0, False, False),
+        "mix": (0.125, False, False),
+        "od": (0.125, True, False),
+        "ivd": (0.125, False, True),
+        "wmrl": (0.125, True, True),
+    }[algo]
+    assert (config.anchor_fraction, config.debias, config.denoise) == expected
+    assert config.min_anchor_groups == (0 if algo == "wm" else 1)
+
+
+def test_a_failed_checkpoint_write_on_a_full_disk_keeps_the_earlier_checkpoint(tmp_path):
+    target = tmp_path / "checkpoint.pt"
+    write_atomic(target, b"step 1")
+    # /dev/full is a real device that fails every write with ENOSPC: the temporary file points at it.
+    (tmp_path / f".checkpoint.pt.tmp-{os.getpid()}").symlink_to("/dev/full")
+    with pytest.raises(OSError):
+        write_atomic(target, b"step 2" * 100_000)
+    assert target.read_bytes() == b"step 1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
+
+
+@pytest.mark.integration
+def test_real_executions_per_algorithm_follow_the_same_anchor_plan(tmp_path):
+    cache = ExecutionCache()  # shared: the same designs are sampled first, so most runs replay them
+    executions = {}
+    for algo in ("grpo", "anchors", "wmrl", "wm"):
+        trainer = Trainer(TrainConfig(algo=algo, **{**TINY, "steps": 1}), tmp_path / algo, cache=cache)
+        summary = trainer.run()
+        executions[algo] = summary["final"]["compute/real_executions"]
+        assert summary["final"]["compute/charged_total"] >= summary["final"]["compute/spent_total"]
+    assert executions == {"grpo": 4, "anchors": 2, "wmrl": 2, "wm": 0}
+
+
+class _FailsOnSecondCall:
+    """A world model that breaks mid-run (a real rubric until its second batch, then an exception).
+
+    A test double: a real world model cannot be made to fail on demand.
+    """
+
+    name = "flaky-rubric"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.rubric = RubricWorldModel()
+
+    def predict(self, queries):
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("the world model server went away")
+        return self.rubric.predict(queries)
+
+
+@pytest.mark.integration
+def test_a_world_model_failing_mid_run_gives_unknown_predictions_counted_and_the_run_goes_on(tmp_path):
+    trainer = Trainer(TrainConfig(algo="wmrl", world_model="rubric", **TINY), tmp_path / "run")
+    trainer.rollout.world_model = _FailsOnSecondCall()
+    summary = trainer.run()
+    lines = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len(lines) == 2 and summary["steps"] == 2
+    assert lines[0]["cost/world_model_errors"] == 0 and lines[1]["cost/world_model_errors"] > 0
+    assert lines[1]["reward/predicted_unknown"] > 0
+
+
+RESUMABLE = [
+    "--steps",
+    "3",
+    "--groups",
+    "2",
+    "--group-size",
+    "2",
+    "--max-turns",
+    "1",
+    "--anchor-fraction",
+    "0.5",
+    "--competitions",
+    "titanic-survival,concrete-strength",
+    "--eval-samples",
+    "0",
+    "--warm",
+    "0",
+    "--checkpoint-every",
+    "1",
+    "--progress",
+    "false",
+    "--seed",
+    "7",
+]
+
+
+def _train(*args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "wmrl_adapters.cli", "train", *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.integration
+def test_a_run_killed_mid_step_resumes_to_the_same_metrics_as_an_uninterrupted_run(tmp_path):
+    reference = _train(*RESUMABLE, "--out", str(tmp_path / "reference"))
+    killed = _train(*RESUMABLE, "--out", str(tmp_path / "killed"))
+    deadline = time.monotonic() + 600
+    checkpoint = tmp_path / "killed" / "checkpoint.pt"
+    metrics = tmp_path / "killed" / "metrics.jsonl"
+    while time.monotonic() < deadline and not (checkpoint.is_file() and read_metrics(metrics)):
+        time.sleep(0.2)
+    time.sleep(1.0)  # well inside step 2
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert killed.returncode == -signal.SIGKILL
+    assert len(read_metrics(metrics)) < 3, "the kill came too late to test a resume"
+    resumed = _train("--resume", str(tmp_path / "killed"))
+    assert resumed.wait(timeout=900) == 0, resumed.stderr.read()[-3000:]
+    assert reference.wait(timeout=900) == 0, reference.stderr.read()[-3000:]
+    expected = [learning_metrics(line) for line in read_metrics(tmp_path / "reference" / "metrics.jsonl")]
+    got = [learning_metrics(line) for line in read_metrics(tmp_path / "killed" / "metrics.jsonl")]
+    assert [line["step"] for line in got] == [1.0, 2.0, 3.0]
+    assert got == expected
+    assert json.loads((tmp_path / "killed" / "config.json").read_text())["seed"] == 7
