@@ -118,6 +118,11 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(array.mean()), se
 
 
+def _finite_mean(values: Sequence[float]) -> float:
+    finite = [float(v) for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
 def summarise(summaries: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
     """One row per method: real executions, charged/spent compute, held-out position +- s.e., rates."""
     rows = []
@@ -140,9 +145,7 @@ def summarise(summaries: Sequence[dict[str, Any]], methods: Sequence[str]) -> li
                 "above_median": float(np.mean([e.get("eval/above_median_rate", math.nan) for e in evals])),
                 "medal": float(np.mean([e.get("eval/medal_rate", math.nan) for e in evals])),
                 "valid": float(np.mean([e.get("eval/valid_rate", math.nan) for e in evals])),
-                "bias_reduction": float(
-                    np.nanmean([f.get("wmrl/bias_reduction", math.nan) for f in final] or [math.nan])
-                ),
+                "bias_reduction": _finite_mean([f.get("wmrl/bias_reduction", math.nan) for f in final]),
                 "anchor_weight": float(np.mean([f.get("wmrl/anchor_weight", 1.0) for f in final])),
             }
         )
