@@ -11,6 +11,16 @@ Why online with a bounded buffer: the policy moves, and with it the region of so
 model is asked about; old pairs age out (FIFO) so the map tracks that drift. Before ``min_pairs`` pairs
 exist the map is the identity, so training starts as plain world-model GRPO and nothing is guessed.
 Pairs where either score is unknown (``None``) are skipped, never read as 0.
+
+Where this departs from the authors' reference (``docs/method.md``): the fit is the exact pool-adjacent-
+violators solution on every distinct predicted score (ties pooled), not PAV on binned scores, so there
+is no bin width to tune; the price is variance when pairs are few, which is why the world model's
+quality is measured out of sample (on pairs the current map was not fitted on). The first fit waits for
+``min_pairs`` (16: two groups of 8) and the buffer keeps the last ``capacity`` pairs (FIFO).
+
+Multi-turn trajectories: pairs may be per execution (``ScoredGroup.pairs``) while the trajectory's
+return is its best execution; the map is monotone, so ``f(max r_hat) = max f(r_hat)`` and calibrating the
+trajectory's best prediction calibrates the best of its calibrated predictions.
 """
 
 from __future__ import annotations

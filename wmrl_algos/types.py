@@ -3,7 +3,8 @@
 Why here and frozen: the rollout side (``wmrl_envs``) produces :class:`ScoredGroup` and the learning
 side (:class:`~wmrl_algos.loop.CorrectionLoop`) consumes it; neither needs to know what a trajectory
 contains (text, frames, tokens), so the payload is opaque. Unknown scores are ``None``, never 0
-(DESIGN.md §4): a timeout or an unparseable prediction says nothing about the attempt's quality.
+(``docs/method.md``, "Unknown scores"): a timeout or an unparseable prediction says nothing about the
+attempt's quality.
 """
 
 from __future__ import annotations
