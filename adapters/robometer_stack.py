@@ -43,8 +43,11 @@ _CHAT_TEMPLATE = (
 )
 
 
-def _tiny_processor(directory: Path) -> int:
-    """Save a Qwen3-VL processor with a byte-level tokenizer into ``directory``; return its vocab size."""
+def _tiny_processor(directory: Path) -> tuple[int, dict[str, int]]:
+    """Save a Qwen3-VL processor with a byte-level tokenizer into ``directory``.
+
+    Returns its vocabulary size and the ids of the vision tokens, which the model config must share.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import (
         PreTrainedTokenizerFast,
@@ -77,10 +80,17 @@ def _tiny_processor(directory: Path) -> int:
         chat_template=_CHAT_TEMPLATE,
     )
     processor.save_pretrained(directory)
-    return len(tokenizer)
+    ids = tokenizer.convert_tokens_to_ids
+    token_ids = {
+        "image_token_id": ids("<|image_pad|>"),
+        "video_token_id": ids("<|video_pad|>"),
+        "vision_start_token_id": ids("<|vision_start|>"),
+        "vision_end_token_id": ids("<|vision_end|>"),
+    }
+    return len(tokenizer), token_ids
 
 
-def _tiny_vlm_config(vocab_size: int) -> dict[str, Any]:
+def _tiny_vlm_config(vocab_size: int, token_ids: dict[str, int]) -> dict[str, Any]:
     from transformers import Qwen3VLConfig
 
     return Qwen3VLConfig(
@@ -107,6 +117,7 @@ def _tiny_vlm_config(vocab_size: int) -> dict[str, Any]:
             "num_position_embeddings": 256,
             "deepstack_visual_indexes": [0],
         },
+        **token_ids,
     ).to_dict()
 
 
@@ -129,11 +140,11 @@ class RobometerProgress:
         if self.tiny_random:
             self._scratch = tempfile.TemporaryDirectory(prefix="wmrl-tiny-robometer-")
             processor_dir = Path(self._scratch.name)
-            vocab_size = _tiny_processor(processor_dir) + len(ROBOMETER_SPECIAL_TOKENS)
+            vocab_size, token_ids = _tiny_processor(processor_dir)
             config = RobometerConfig(
                 pretrained_path="tiny-random",
                 base_model_id=str(processor_dir),
-                vlm_config=_tiny_vlm_config(vocab_size),
+                vlm_config=_tiny_vlm_config(vocab_size + len(ROBOMETER_SPECIAL_TOKENS), token_ids),
                 torch_dtype="float32",
                 device=device,
                 max_frames=self.window,
