@@ -111,6 +111,9 @@ SAME_WARM_AND_COLD = {
         f"pool = ThreadPoolExecutor(1)\npool.submit(lambda: (time.sleep(0.3), {_WRITE}))\n"
     ),
     "uncaught exception": "def f():\n    raise KeyError('boom')\nf()\n",
+    "finaliser of a module-level object": (
+        "class Note:\n    def __del__(self):\n        print('finalised')\nnote = Note()\nprint('end')\n"
+    ),
     "syntax error": "def broken(:\n    pass\n",
     "names of the bootstrap are not visible": "print(sys.argv)\n",
     "exit with a message": "raise SystemExit('bye')\n",
