@@ -33,6 +33,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -462,7 +463,8 @@ class Trainer:
         Ctrl-C (SIGINT) or SIGTERM saves the last completed step's checkpoint before exiting.
         """
         config = self.config
-        previous = signal.getsignal(signal.SIGTERM)
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM) if in_main_thread else None
         if previous is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.default_int_handler)
         metrics_path = self.run_dir / METRICS
@@ -500,7 +502,8 @@ class Trainer:
             )
             raise
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous)
             self.close()
         return self._finish()
 
