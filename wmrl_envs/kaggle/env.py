@@ -81,7 +81,7 @@ _CODE_LINE = re.compile(
 )
 """One line of Python (matched against a stripped line; possessive quantifiers keep it linear)."""
 _ALLOWED = frozenset(CHARSET)
-_UNISOLATED_BACKENDS = frozenset({"unsafe", "unsafe-warm"})
+_UNISOLATED_BACKENDS = frozenset({"unsafe"})
 
 
 def _fenced_blocks(message: str) -> list[tuple[str, str]]:
@@ -315,6 +315,7 @@ class KaggleEnv(gym.Env[str, str]):
         self._solutions: list[str] = []
         self._done = True
         self._last_observation = ""
+        self._prepared: tuple[str, str | Outcome] | None = None
 
     def _check_split(self, competition_id: str) -> KaggleSuite:
         if self.suite is None:
@@ -377,9 +378,8 @@ class KaggleEnv(gym.Env[str, str]):
 
     def execute(self, action: str) -> Outcome:
         """Run one action for real and grade it, without touching the episode's state."""
-        return self._execute(action, _solution_of(action))
-
-    def _execute(self, action: str, code: str | Outcome) -> Outcome:
+        prepared = self._prepared
+        code = prepared[1] if prepared is not None and prepared[0] is action else _solution_of(action)
         competition = self._require_episode()
         if isinstance(code, Outcome):
             return code
@@ -416,7 +416,11 @@ class KaggleEnv(gym.Env[str, str]):
         """
         self._require_episode()
         code = _solution_of(action)
-        outcome = self._execute(action, code)
+        self._prepared = (action, code)  # execute() reuses it: the action is parsed once per step
+        try:
+            outcome = self.execute(action)
+        finally:
+            self._prepared = None
         solution = action[:MAX_TEXT_LENGTH] if isinstance(code, Outcome) else code
         return self._advance(solution, outcome, simulated=False)
 
