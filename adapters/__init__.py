@@ -14,6 +14,8 @@ What is here (module: what it connects, the extra it needs):
 - ``llm_agent``: an LLM code agent (transformers, optional LoRA) the trainer can train (``[llm]``, ``[trl]``).
 - ``trl``: WMRL's corrections inside a TRL ``GRPOTrainer`` (``[trl]``).
 - ``train``: the GRPO / WMRL trainer, evaluation and comparison behind ``wmrl train|eval|compare``.
+- ``robometer``: the Robometer progress model (through LeRobot) as the embodied world model; it runs in
+  the embodied stack's own interpreter (``bash scripts/embodied.sh``), loaded by ``robometer_stack``.
 - ``cli``, ``doctor``, ``fidelity_cli``: the ``wmrl`` command line.
 """
 
