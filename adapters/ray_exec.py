@@ -62,7 +62,14 @@ from wmrl_envs.wrapper import PendingStep, WorldModelWrapper
 
 ray = require("ray", "ray")
 
-__all__ = ["ExecutionStats", "RayExecutor", "RaySandbox", "RayWorldModelPool", "connect"]
+__all__ = [
+    "ExecutionStats",
+    "RayExecutor",
+    "RaySandbox",
+    "RayWorldModelPool",
+    "connect",
+    "start_local_cluster",
+]
 
 T = TypeVar("T")
 _StepTuple = tuple[Any, Any, bool, bool, dict[str, Any]]
@@ -104,6 +111,59 @@ def connect(address: str | None) -> None:
             f"no Ray cluster answers at address={address!r} ({exc}); start one with `ray start --head` "
             "(see docs/scale-out.md) or pass address=None for a private local instance"
         ) from exc
+
+
+def start_local_cluster(
+    workers: int = 2, *, cpus_per_worker: float = 1.0, object_store_mb: int = 80, attempts: int = 3
+) -> Any:
+    """Start a multi-node Ray cluster on this machine: a head without CPUs plus ``workers`` worker nodes.
+
+    Each node is its own raylet with its own resources (``ray.cluster_utils.Cluster``, the processes
+    ``ray start`` runs), so executions and actors only ever run on worker nodes and a test can kill one
+    node. For trying scale-out on one machine and for tests; connect with ``ray.init(cluster.address)``
+    and end it with ``cluster.shutdown()``.
+
+    Args:
+        workers: worker nodes.
+        cpus_per_worker: CPUs each worker node offers.
+        object_store_mb: object store per node (80 is Ray's minimum; keeps memory low).
+        attempts: start-ups to try; Ray gives a node 30 s to register, which a loaded machine can miss.
+
+    Returns:
+        The running ``ray.cluster_utils.Cluster``.
+
+    Raises:
+        ConfigError: a value is out of range, or the cluster did not start in ``attempts`` tries.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers={workers!r} must be a positive int, e.g. 2")
+    _check_resources(cpus_per_worker, None)
+    from ray.cluster_utils import Cluster
+
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ConfigError(f"attempts={attempts!r} must be a positive int, e.g. 3")
+    store = object_store_mb * _BYTES_PER_MB
+    attempt = 1
+    while True:
+        cluster = None
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": 0, "object_store_memory": store, "include_dashboard": False},
+            )
+            for _ in range(workers):
+                cluster.add_node(num_cpus=cpus_per_worker, object_store_memory=store)
+            cluster.wait_for_nodes()
+            return cluster
+        except Exception as exc:  # Ray reports a node's start-up timeout as a bare Exception
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt >= attempts:
+                raise ConfigError(
+                    f"a local Ray cluster of {workers} worker nodes did not start in {attempts} tries "
+                    f"({exc}); the machine may be overloaded: retry, or pass fewer workers"
+                ) from exc
+            attempt += 1
 
 
 def _check_resources(num_cpus: float, memory_mb: int | None) -> None:

@@ -35,7 +35,6 @@ from wmrl_envs.world_model import Prediction, WorldModelQuery
 from wmrl_envs.wrapper import WorldModelWrapper, predict_batch
 
 ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
 ray_exec = pytest.importorskip("wmrl_adapters.ray_exec")
 RayExecutor, RayWorldModelPool = ray_exec.RayExecutor, ray_exec.RayWorldModelPool
 
@@ -43,7 +42,7 @@ RayExecutor, RayWorldModelPool = ray_exec.RayExecutor, ray_exec.RayWorldModelPoo
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 ROOT = Path(__file__).resolve().parents[1]
-OBJECT_STORE_BYTES = 80 * 1024 * 1024
+OBJECT_STORE_MB = 80
 WORKERS = 2
 
 
@@ -51,19 +50,15 @@ class LocalCluster:
     """A head without CPUs plus worker nodes of one CPU each; keeps ``WORKERS`` of them alive."""
 
     def __init__(self) -> None:
-        self.cluster = cluster_utils.Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 0, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False
-            },
-        )
-        self.workers: list[Any] = []
-        self.ensure_workers()
+        self.cluster = ray_exec.start_local_cluster(WORKERS, object_store_mb=OBJECT_STORE_MB)
+        self.workers: list[Any] = list(self.cluster.worker_nodes)
         ray.init(address=self.cluster.address)
 
     def ensure_workers(self) -> None:
         while len(self.workers) < WORKERS:
-            self.workers.append(self.cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES))
+            self.workers.append(
+                self.cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_MB * 1024 * 1024)
+            )
         self.cluster.wait_for_nodes()
 
     def kill_node_running(self, worker_pid: int) -> str:
