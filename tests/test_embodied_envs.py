@@ -188,5 +188,6 @@ def test_libero_steps_with_sparse_reward_and_rejects_out_of_range_tasks(libero: 
         libero.reset(options={"camera": 1})
 
 
+@pytest.mark.slow
 def test_libero_passes_gymnasiums_env_checker(libero: LiberoEnv) -> None:
     check_env(libero, skip_render_check=True)

@@ -276,12 +276,12 @@ class LiberoSimulation(_Simulation):
             "camera_heights": self.image_size,
             "camera_widths": self.image_size,
             # LIBERO's OffScreenRenderEnv forces a renderer on; its base ControlEnv does not, and without
-            # cameras that is 10x cheaper. No hard reset: every reset sets the whole MuJoCo state anyway,
-            # so rebuilding the model each time (seconds) buys nothing.
+            # cameras that is 10x cheaper. Resets stay hard (the model is rebuilt): a soft reset leaves
+            # state behind (mm-sized differences after one step), and the same seed must give the same
+            # episode.
             "has_renderer": False,
             "has_offscreen_renderer": self.needs_renderer,
             "use_camera_obs": bool(self.cameras),
-            "hard_reset": False,
         }
         if self.cameras:
             arguments["camera_names"] = list(self.cameras)
@@ -466,6 +466,10 @@ class Worker:
                 versions[name] = None
         versions["MUJOCO_GL"] = os.environ.get("MUJOCO_GL")
         return versions
+
+    def echo(self, value: Any) -> Any:
+        """Return ``value`` unchanged (measures the channel's cost for a payload, both ways)."""
+        return value
 
     def make(self, kind: str, options: dict[str, Any]) -> dict[str, Any]:
         if options.get("cameras") or options.get("render"):
