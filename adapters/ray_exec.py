@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -430,18 +430,27 @@ class RayExecutor(concurrent.futures.Executor):
         except TypeError as exc:  # Ray could not pickle the env
             raise ConfigError(
                 f"{type(env.unwrapped).__name__} cannot be shipped to a Ray worker ({exc}); give it a "
-                "RaySandbox (sandbox=RaySandbox(sandbox)) so that only its sandbox runs remotely, or make "
+                "RaySandbox (sandbox=RaySandbox('local')) so that only its sandbox runs remotely, or make "
                 "the env picklable"
             ) from exc
         stepped: tuple[_StepTuple, gym.Env[Any, Any]] = self._tracker.collect(ref, start)
         return stepped
 
 
+_WORKER_SANDBOXES: dict[str, Sandbox] = {}
+"""The sandboxes a Ray worker process has built, by spec: one per process, kept warm across runs."""
+
+
 def _run_sandbox(
-    sandbox: Sandbox, request: ExecutionRequest
+    backend: str, options: dict[str, Any], request: ExecutionRequest
 ) -> tuple[tuple[ExecutionResult, bytes | None], float, str]:
     def run() -> tuple[ExecutionResult, bytes | None]:
-        result = sandbox.run(request)
+        from wmrl_envs.sandbox import make_sandbox
+
+        spec = repr((backend, sorted(options.items())))
+        if spec not in _WORKER_SANDBOXES:
+            _WORKER_SANDBOXES[spec] = make_sandbox(backend, **options)  # type: ignore[arg-type]
+        result = _WORKER_SANDBOXES[spec].run(request)
         if result.output is None:
             return result, None
         data = result.output.read_bytes()  # already size-capped by the sandbox
@@ -456,17 +465,20 @@ class RaySandbox:
 
     Use it when the environment itself should stay on the driver (it shares a cache, a meter or other
     state with the trainer, or it cannot be pickled): the env steps on the driver and only
-    ``sandbox.run`` travels, as a Ray task reserving the request's memory. The copied-out file comes
-    back as bytes and is written to a driver-side directory (removed by :meth:`close`). A run whose
-    node died and whose retries ran out raises :class:`~wmrl_algos.errors.SandboxError`, which an env
-    reports as an unknown score (``KaggleEnv``: status ``sandbox_error``).
+    ``sandbox.run`` travels, as a Ray task reserving the request's memory. Each Ray worker process
+    builds the backend once (``make_sandbox(backend, **options)``) and keeps it, so a warm pool stays
+    warm on its node. The copied-out file comes back as bytes and is written to a driver-side
+    directory (removed by :meth:`close`). A run whose node died and whose retries ran out raises
+    :class:`~wmrl_algos.errors.SandboxError`, which an env reports as an unknown score (``KaggleEnv``:
+    status ``sandbox_error``); the backend's own errors are raised as they are.
 
     The request's input paths must exist on every worker node (the built-in suite: run
     ``wmrl suite build`` on each node, or share ``~/.cache/wmrl``).
 
     Args:
-        sandbox: the backend to run on the workers (``make_sandbox("local")``: bubblewrap must be
-            installed on each worker; ``"docker"``: an engine and the sandbox image on each worker).
+        backend: the backend to build on the workers (``"local"``: bubblewrap must be installed on each
+            worker; ``"docker"``: an engine and the sandbox image on each worker).
+        options: keyword arguments of ``make_sandbox`` (e.g. ``{"warm": 2}``).
         address: the Ray cluster, as for :class:`RayExecutor`.
         num_cpus: CPUs each run requests.
         memory_mb: memory each run reserves; ``None`` reserves the request's own ``memory_mb``.
@@ -477,29 +489,32 @@ class RaySandbox:
 
     Example:
         >>> from wmrl_envs.kaggle.env import KaggleEnv  # doctest: +SKIP
-        >>> env = KaggleEnv("concrete-strength", sandbox=RaySandbox(make_sandbox("local")))  # doctest: +SKIP
+        >>> env = KaggleEnv("concrete-strength", sandbox=RaySandbox("local"))  # doctest: +SKIP
     """
 
     def __init__(
         self,
-        sandbox: Sandbox,
+        backend: str = "local",
         *,
+        options: Mapping[str, Any] | None = None,
         address: str | None = "auto",
         num_cpus: float = 1.0,
         memory_mb: int | None = None,
         max_retries: int = 1,
     ) -> None:
+        if not isinstance(backend, str) or not backend:
+            raise ConfigError(f"backend={backend!r} must name a sandbox backend, e.g. 'local' or 'docker'")
         _check_resources(num_cpus, memory_mb)
         _check_retries(max_retries)
         connect(address)
-        self.sandbox = sandbox
-        self.name = f"ray:{sandbox.name}"
+        self.backend = backend
+        self.options = dict(options or {})
+        self.name = f"ray:{backend}"
         self._memory_mb = memory_mb
         self._remote = ray.remote(_run_sandbox)
-        self._options: dict[str, Any] = {
+        self._task_options: dict[str, Any] = {
             "num_cpus": num_cpus, "max_retries": max_retries, "retry_exceptions": False
         }
-        self._shipped = ray.put(sandbox)
         self._outputs = Path(tempfile.mkdtemp(prefix="wmrl-ray-outputs-"))
         self._tracker = _Tracker()
 
@@ -518,17 +533,17 @@ class RaySandbox:
         start = time.perf_counter()
         self._tracker.submitted()
         try:
-            task = self._remote.options(**self._options, memory=memory_mb * _BYTES_PER_MB)
-            ref = task.remote(self._shipped, request)
+            task = self._remote.options(**self._task_options, memory=memory_mb * _BYTES_PER_MB)
+            ref = task.remote(self.backend, self.options, request)
             result, data = self._tracker.collect(ref, start)
         except ray.exceptions.RayError as exc:
-            if _lost(exc):
-                self._tracker.lost()
-                raise SandboxError(
-                    f"the Ray worker running this sandboxed execution was lost and its retries ran out "
-                    f"({exc!r}); the execution's result is unknown"
-                ) from exc
-            raise SandboxError(f"the {self.sandbox.name!r} sandbox failed on the Ray worker: {exc}") from exc
+            if not _lost(exc):
+                raise
+            self._tracker.lost()
+            raise SandboxError(
+                f"the Ray worker running this sandboxed execution was lost and its retries ran out "
+                f"({exc!r}); the execution's result is unknown"
+            ) from exc
         if data is None:
             return result
         path = self._outputs / f"{uuid.uuid4().hex}-{request.output_name}"
@@ -536,8 +551,7 @@ class RaySandbox:
         return dataclasses.replace(result, output=path)
 
     def close(self) -> None:
-        """Close the wrapped backend and remove the copied-out files kept on the driver."""
-        self.sandbox.close()
+        """Remove the copied-out files kept on the driver (the workers' sandboxes end with them)."""
         shutil.rmtree(self._outputs, ignore_errors=True)
 
 

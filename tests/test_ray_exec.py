@@ -257,9 +257,8 @@ def test_with_a_ray_sandbox_only_the_sandbox_run_travels_and_an_unpicklable_env_
     live: LocalCluster,
 ) -> None:
     from wmrl_envs.kaggle.env import KaggleEnv
-    from wmrl_envs.sandbox import make_sandbox
 
-    sandbox = ray_exec.RaySandbox(make_sandbox("local"))
+    sandbox = ray_exec.RaySandbox("local")
     env = WorldModelWrapper(KaggleEnv("concrete-strength", sandbox=sandbox), Unknowing())
     env.unwrapped.shared_meter_lock = threading.Lock()  # like a trainer's meter: cannot be pickled
     with RayExecutor() as executor:
