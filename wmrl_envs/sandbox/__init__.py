@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, MissingDependencyError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult, RunStatus, Sandbox
+from wmrl_envs.sandbox.lifetime import sweep_stale
 from wmrl_envs.sandbox.local import BubblewrapSandbox
 from wmrl_envs.sandbox.unsafe import UnsafeSandbox
 from wmrl_envs.sandbox.warm import WarmSandbox
@@ -44,6 +45,7 @@ __all__ = [
     "available_backends",
     "make_sandbox",
     "register_backend",
+    "sweep_stale",
 ]
 
 BackendName = Literal["local", "docker", "unsafe"]
