@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
+from wmrl_envs.sandbox.lifetime import sweep_stale
 from wmrl_envs.sandbox.local import input_target
 from wmrl_envs.sandbox.process import ManagedProcess
 from wmrl_envs.sandbox.results import build_result
@@ -43,6 +44,7 @@ class UnsafeSandbox:
 
     def __init__(self, python: str = sys.executable, output_dir: Path | None = None) -> None:
         self.python = python
+        sweep_stale()
         self._outputs = OutputStore(output_dir)
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
