@@ -16,6 +16,7 @@
 #
 # Idempotent: what is already installed is left alone, so a second run costs seconds.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 profile="${1:-main}"
 py="${PYTHON:-python3}"
@@ -95,7 +96,7 @@ if [ "$profile" = "test" ]; then
         echo "[install] building the llama-cpp-python wheel in the background (log: $llama_log)"
         # Only the wheel is built there; installing it (and the server's dependencies) waits for
         # `install.sh llama-server`, so that no package changes under tests that are running.
-        nohup nice -n 10 bash "$0" llama-wheel >"$wheel_cache/llama-cpp-python-background.log" 2>&1 &
+        nohup nice -n 10 bash "$self" llama-wheel >"$wheel_cache/llama-cpp-python-background.log" 2>&1 &
         sleep 1  # let the background build take the lock before anyone asks for it
     fi
 fi
