@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -102,6 +103,7 @@ def measure_env(
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     rows: list[Row] = []
+    load_before = os.getloadavg()[0]
     worker = SimulatorProcess()
     rows.append(Row("pipe", "round trip", _timed(lambda: worker.call("echo", value=None), 200), "call"))
     payload = np.zeros((2, args.image_size, args.image_size, 3), np.uint8)
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{name}: " + ", ".join(f"{r.measure} {r.seconds:.4f}s" for r in measured), flush=True)
     rows += _scorer_rows(trajectories, args)
     rows += _episode_rows(rows)
-    return _write(rows, args)
+    return _write(rows, args, load=(load_before, os.getloadavg()[0]))
 
 
 def _scorer_rows(trajectories: dict[str, list[dict[str, Any]]], args: Args) -> list[Row]:
@@ -189,7 +191,7 @@ def _episode_rows(rows: list[Row]) -> list[Row]:
     return episodes
 
 
-def _write(rows: list[Row], args: Args) -> dict[str, Any]:
+def _write(rows: list[Row], args: Args, *, load: tuple[float, float]) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -202,8 +204,13 @@ def _write(rows: list[Row], args: Args) -> dict[str, Any]:
             f"| {row.subject} | {row.measure} | {row.seconds:.4g} | {row.unit} | {60 / row.seconds:,.1f} |"
         )
     table = "\n".join(lines) + "\n"
-    (args.out / "cost.md").write_text(table)
-    summary = {"args": {k: str(v) for k, v in asdict(args).items()}, "rows": [asdict(r) for r in rows]}
+    note = f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at the start, {load[1]:.1f} at the end.\n\n"
+    (args.out / "cost.md").write_text(note + table)
+    summary = {
+        "args": {k: str(v) for k, v in asdict(args).items()},
+        "load_average": {"start": load[0], "end": load[1]},
+        "rows": [asdict(r) for r in rows],
+    }
     (args.out / "cost.json").write_text(json.dumps(summary, indent=2))
     shown = [r for r in rows if r.unit in ("step", "frame", "reset")]
     figure, axis = plt.subplots(figsize=(9, 0.35 * len(shown) + 1.2))

@@ -19,7 +19,6 @@ from wmrl_envs.embodied import (
     ProgressScorer,
     ProgressWorldModel,
     RobosuiteEnv,
-    SimulatorError,
     embodied_python,
 )
 from wmrl_envs.wrapper import WorldModelWrapper
@@ -91,13 +90,3 @@ def test_invalid_arguments_are_config_errors(kwargs: dict) -> None:
 
     with pytest.raises(ConfigError):
         RobometerScorer(**kwargs)
-
-
-def test_weights_that_are_neither_local_nor_cached_fail_clearly_offline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from wmrl_adapters.robometer import RobometerScorer
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(SimulatorError, match="load_plugin"):
-        RobometerScorer("lerobot/Robometer-4B")
