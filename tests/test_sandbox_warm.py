@@ -115,6 +115,8 @@ SAME_WARM_AND_COLD = {
         "class Note:\n    def __del__(self):\n        print('finalised')\nnote = Note()\nprint('end')\n"
     ),
     "syntax error": "def broken(:\n    pass\n",
+    "compile-time MemoryError": "x = " + "-" * 6000 + "1\n",
+    "compile-time RecursionError": "x = 1" + "+1" * 3000 + "\n",
     "names of the bootstrap are not visible": "print(sys.argv)\n",
     "exit with a message": "raise SystemExit('bye')\n",
 }

@@ -85,7 +85,7 @@ def _run(main_globals, sys=sys, gc=gc):
     status = 0
     try:
         code = compile(source, path, "exec")
-    except SyntaxError as error:
+    except (SyntaxError, MemoryError, RecursionError) as error:
         sys.stderr.write("".join(traceback.format_exception_only(type(error), error)))
         code, status = None, 1
     del source
