@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import shutil
 import time
 from pathlib import Path
 
@@ -203,9 +204,7 @@ def test_real_grpo_steps_change_log_probs_and_a_checkpoint_resumes_exactly(
         new, mask = agent.logprobs(trajectories)
     assert float(((new - old).abs() * mask).max()) > 1e-4, "a GRPO step must move the log-probs"
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        f"step_seconds={step_seconds:.1f} step_cpu_seconds={step_cpu_seconds:.1f} peak_rss_mb={peak_rss_mb:.0f}"
-    )
+    print(f"step_seconds={step_seconds:.1f} cpu_seconds={step_cpu_seconds:.1f} peak_rss_mb={peak_rss_mb:.0f}")
 
     path = tmp_path / "checkpoint.pt"
     torch.save(
@@ -269,3 +268,50 @@ def test_vllm_generation_samples_replies_on_a_gpu() -> None:
     )
     replies = agent.act([TASK, TASK], [{}, {}])
     assert len(replies) == 2 and all(isinstance(reply, str) for reply in replies)
+
+
+@pytest.mark.integration
+@heavy
+def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply_and_the_log(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed: the local sandbox cannot run here")
+    from wmrl_envs.kaggle.env import KaggleEnv
+    from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
+    from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
+    from wmrl_envs.world_models.rubric import RubricWorldModel
+
+    agent = LLMAgent(LLMAgentConfig(**{**FAST, "max_context_tokens": 4096}))  # the whole task fits
+    competition = "titanic-survival"
+    suite = KaggleSuite(build_suite(tmp_path, ids=[competition], progress=False))
+    seen: list[list[TurnContext]] = []
+    original_act = agent.act
+
+    def recording_act(observations, infos, contexts=None):  # type: ignore[no-untyped-def]
+        seen.append(list(contexts or ()))
+        return original_act(observations, infos, contexts=contexts)
+
+    agent.act = recording_act  # type: ignore[method-assign]
+    make_env = lambda: KaggleEnv(competition, suite=suite, sandbox="local", max_turns=TURNS, timeout_s=60)  # noqa: E731
+    rollout = GroupedRollout(
+        make_env, RubricWorldModel(), RolloutConfig(group_size=GROUP_SIZE, max_turns=TURNS)
+    )
+    try:
+        tasks = [RolloutTask(f"{competition}/{g}", {"competition": competition}) for g in range(GROUPS)]
+        groups = rollout.run(tasks, agent, anchors=[True, False], seed=0)
+    finally:
+        rollout.close()
+    assert len(seen) == TURNS and all(len(contexts) == GROUPS * GROUP_SIZE for contexts in seen)
+    second = seen[1][0]
+    assert len(second.observations) == 2 and len(second.actions) == 1 and second.observations[-1] != TASK
+    trajectories = [t for group in groups for t in group.trajectories]
+    assert all(len(t.actions) == TURNS for t in trajectories)
+    with torch.no_grad():
+        _, mask = agent.logprobs(trajectories)
+    tokenizer = agent.tokenizer
+    for row, trajectory in enumerate(trajectories):
+        replies = sum(
+            len(tokenizer(str(a), add_special_tokens=False)["input_ids"]) + 1 for a in trajectory.actions
+        )
+        assert int(mask[row].sum()) == replies
