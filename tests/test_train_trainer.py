@@ -157,3 +157,13 @@ def test_a_run_killed_mid_step_resumes_to_the_same_metrics_as_an_uninterrupted_r
     assert [line["step"] for line in got] == [1.0, 2.0, 3.0]
     assert got == expected
     assert json.loads((tmp_path / "killed" / "config.json").read_text())["seed"] == 7
+
+
+@pytest.mark.llm
+def test_policy_llm_builds_the_llm_agent_as_a_trainable_policy():
+    from wmrl_adapters.train.policy import TrainablePolicy
+    from wmrl_adapters.train.trainer import build_policy
+
+    policy = build_policy(TrainConfig(policy="llm", seed=3), lambda competition_id: None)
+    assert isinstance(policy, TrainablePolicy)
+    assert type(policy).__name__ == "LLMAgent"
