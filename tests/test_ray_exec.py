@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from wmrl_algos.errors import ConfigError
+from wmrl_algos.errors import ConfigError, SandboxError
 from wmrl_envs.ledger import CostLedger
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 from wmrl_envs.toy import CostlyToyEnv, ToyContext, ToyWorldModel
@@ -122,6 +122,12 @@ def _interval(seconds: float) -> tuple[float, float]:
     start = time.time()
     time.sleep(seconds)
     return start, time.time()
+
+
+def _mark_and_sleep(marks: str, seconds: float) -> int:
+    Path(marks, f"{os.getpid()}-{time.monotonic_ns()}").touch()
+    time.sleep(seconds)
+    return os.getpid()
 
 
 def _fail() -> None:
@@ -340,6 +346,19 @@ def test_worker_node_killed_without_retries_gives_an_unknown_counted_step_and_th
     lost = next(t for t in groups[0].trajectories if t.real[0] is None)
     assert math.isnan(lost.rewards[0]) and len(lost.actions) == 1
     assert ledger.real_steps == 2
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_lost_plain_callable_raises_sandbox_error_and_is_counted(
+    live: LocalCluster, tmp_path: Path
+) -> None:
+    with RayExecutor(max_retries=0) as executor:
+        future = executor.submit(_mark_and_sleep, str(tmp_path), 3.0)
+        live.kill_node_running(_wait_for_marks(tmp_path, 1))
+        error = future.exception(timeout=120)
+        assert isinstance(error, SandboxError) and "result is unknown" in str(error)
+        assert executor.stats.lost == 1 and executor.stats.completed == 0
 
 
 @pytest.mark.integration
