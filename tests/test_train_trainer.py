@@ -49,6 +49,7 @@ def test_each_algorithm_is_the_papers_definition(algo):
     }[algo]
     assert (config.anchor_fraction, config.debias, config.denoise) == expected
     assert config.min_anchor_groups == (0 if algo == "wm" else 1)
+    assert config.weighting == "paper", "IVD is the paper's rule unless --weighting agreement"
 
 
 def test_a_failed_checkpoint_write_on_a_full_disk_keeps_the_earlier_checkpoint(tmp_path):

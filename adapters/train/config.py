@@ -81,7 +81,20 @@ class TrainConfig:
     min_pairs: int = field(
         default=8, metadata=_help("Anchor pairs before Online Debiasing fits its first map.")
     )
-    warmup_steps: int = field(default=3, metadata=_help("Measured steps before IVD freezes eta2_cal."))
+    warmup_groups: int = field(
+        default=3,
+        metadata=_help(
+            "Measured anchor groups before the paper's IVD rule freezes eta2_cal (one anchor group per step "
+            "at the CPU scale; wmrl_algos' default of 32 suits the paper's longer runs)."
+        ),
+    )
+    weighting: str = field(
+        default="paper",
+        metadata=_help(
+            "IVD weights: 'paper' (anchor weight 1 + eta2/eta2_cal, the paper's definition) or 'agreement' "
+            "(wmrl_algos' fallback: world-model groups weigh by their measured agreement with real scores)."
+        ),
+    )
     learning_rate: float = field(default=0.01, metadata=_help("Adam learning rate of the policy."))
     update_epochs: int = field(
         default=2, metadata=_help("Gradient steps per training step on the same rollouts.")
@@ -120,6 +133,8 @@ class TrainConfig:
             raise ConfigError(
                 f"world_model={self.world_model!r} is unknown; choose from {', '.join(WORLD_MODELS)}"
             )
+        if self.weighting not in ("paper", "agreement"):
+            raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
         if self.policy not in POLICIES:
             raise ConfigError(f"policy={self.policy!r} is unknown; choose from {', '.join(POLICIES)}")
         positive = ("steps", "groups", "max_turns", "update_epochs", "checkpoint_every", "memory_mb")
@@ -128,7 +143,7 @@ class TrainConfig:
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
         if self.group_size < 2:
             raise ConfigError(f"group_size={self.group_size}; GRPO needs >= 2 trajectories per group")
-        for name in ("eval_every", "eval_samples", "warm", "seed"):
+        for name in ("eval_every", "eval_samples", "warm", "seed", "warmup_groups"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass 0 or more")
         if not 0.0 < self.anchor_fraction <= 1.0:

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from wmrl_envs.kaggle.env import KaggleEnv
+from wmrl_envs.kaggle.env import KaggleEnv, extract_code
 from wmrl_envs.kaggle.outcome import Outcome
 
 __all__ = ["ComputeMeter", "ExecutionCache", "CachedKaggleEnv"]
@@ -146,21 +146,24 @@ class CachedKaggleEnv(KaggleEnv):
             config.max_submission_mb,
         )
 
-    def _execute(self, action: str, code: str | Outcome) -> Outcome:
-        """Run ``code`` for real (or replay its cached outcome) and count its cost.
+    def execute(self, action: str) -> Outcome:
+        """Run ``action`` for real (or replay its cached outcome) and count its cost.
 
-        ``KaggleEnv.step`` and ``KaggleEnv.execute`` both come through here; ``code`` is already an
-        :class:`Outcome` when the action held no runnable solution (nothing runs, nothing is charged).
+        ``KaggleEnv.step`` comes through here too. An action without a solution runs nothing and is
+        neither cached nor charged.
         """
-        if isinstance(code, Outcome):
-            return code
         competition = self._require_episode()
+        code = extract_code(action) if isinstance(action, str) else None
+        if code is None:
+            return super().execute(action)
         key = ExecutionCache.key(competition.id, code, self._settings)
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
             self.meter.record(cached[1], hit=True)
             return cached[0]
-        outcome = super()._execute(action, code)
+        outcome = super().execute(action)
+        if outcome.status == "malformed":
+            return outcome
         cpu = outcome.extra.get("cpu_s")
         cpu_s = float(cpu) if cpu is not None else float(outcome.wall_s)
         self.meter.record(cpu_s, hit=False, wall_s=float(outcome.wall_s))

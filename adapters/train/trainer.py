@@ -89,9 +89,10 @@ def correction_config(config: TrainConfig) -> CorrectionConfig:
         seed=config.seed,
         debias=flags[0],
         denoise=flags[1],
+        weighting=config.weighting,
+        warmup_groups=config.warmup_groups,
         min_pairs=config.min_pairs,
         refit_every=max(1, config.min_pairs // 2),
-        warmup_steps=config.warmup_steps,
     )
 
 
