@@ -263,10 +263,11 @@ def _adopt_state(local: gym.Env[Any, Any], stepped: gym.Env[Any, Any]) -> None:
     """Make ``local`` (and every env it wraps) hold the state of its stepped copy, keeping identities."""
     while True:
         state = dict(vars(stepped))
-        inner = state.pop("env", None) if isinstance(local, gym.Wrapper) else None
-        vars(local).update(state)
-        if inner is None:
+        if not isinstance(local, gym.Wrapper):
+            vars(local).update(state)
             return
+        inner = state.pop("env")
+        vars(local).update(state)
         local, stepped = local.env, inner
 
 
