@@ -108,6 +108,20 @@ def test_nan_simulator_state_ends_the_episode_with_sim_error_and_reset_recovers(
     assert np.isfinite(obs["proprio"]).all()
 
 
+def test_a_dead_simulator_worker_ends_the_episode_and_reset_starts_a_new_one() -> None:
+    env = RobosuiteEnv("Lift", cameras=())
+    try:
+        env.reset(seed=0)
+        env._worker._process.kill()  # what a MuJoCo segfault or an OOM kill does to the worker
+        env._worker._process.wait()
+        _, reward, terminated, truncated, info = env.step(np.zeros(7))
+        assert truncated and not terminated and reward == 0.0 and "worker" in info["sim_error"]
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.contains(obs)
+    finally:
+        env.close()
+
+
 def test_scripted_lift_succeeds_with_reward_one_and_termination(lift: RobosuiteEnv) -> None:
     from wmrl_envs.embodied.policies import ScriptedLiftPolicy
 
