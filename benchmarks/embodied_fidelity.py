@@ -6,7 +6,7 @@ other half: AUROC and correlation of the collapsed score with success, mean scor
 for the potential collapse (the default) and the hackable max collapse. Writes a Markdown table, a
 JSON file and a plot of the progress curves of successful vs failed episodes.
 
-    python benchmarks/embodied_fidelity.py                      # the committed results (~20 min, 2 busy cores)
+    python benchmarks/embodied_fidelity.py                  # the committed results (~20 min, 2 busy cores)
     python benchmarks/embodied_fidelity.py --episodes 2 --out /tmp/x   # smoke size
     python benchmarks/embodied_fidelity.py --robometer-tiny     # + a tiny random Robometer (code path only)
 
