@@ -575,8 +575,8 @@ def plot(runs: Runs, args: Args, levels: dict[str, float], path: Path) -> None:
             axis.plot(
                 np.arange(weights.size), weights, color=plt.get_cmap("tab10")(index), label=VARIANTS[variant]
             )
-        label = "agreement rule (default)" if name == "wmrl" else "paper rule: 1 / (1 + η²/η²_cal)"
-        axis.set(title=f"WM-group weight / anchor weight, {label}", xlabel="step", ylim=(-0.05, 1.05))
+        label = "agreement rule (default)" if name == "wmrl" else "paper rule 1/(1 + η²/η²_cal)"
+        axis.set(title=f"WM weight / anchor weight: {label}", xlabel="step", ylim=(-0.05, 1.05))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     for axis in flat[len(variants) + 2 :]:

@@ -127,3 +127,39 @@ def test_uncertainty_selection_needs_an_uncertainty() -> None:
     with pytest.raises(ConfigError, match="uncertainty="):
         loop.plan(8)
     assert loop.plan(8, uncertainty=np.arange(8.0)).sum() == 1
+
+
+def test_auto_selection_is_uniform_without_an_uncertainty_and_uncertainty_driven_with_one() -> None:
+    uniform = CorrectionLoop(CorrectionConfig(seed=3))
+    reference = CorrectionLoop(CorrectionConfig(seed=3, anchor_selection="random"))
+    assert [uniform.plan(8).tolist() for _ in range(5)] == [reference.plan(8).tolist() for _ in range(5)]
+    driven = CorrectionLoop(CorrectionConfig(seed=3, random_share=0.0))
+    assert np.flatnonzero(driven.plan(8, uncertainty=[0, 0, 0, 5, 0, 0, 0, 0])).tolist() == [3]
+
+
+class _Executed:
+    trusted = True
+
+    def score(self, trajectories: list[int]) -> list[float]:
+        return [0.5 + 0.1 * (strategy == 1) for strategy in trajectories]
+
+
+class _Predicted:
+    trusted = False
+
+    def score(self, trajectories: list[int]) -> list[float]:
+        return [0.5 + 0.3 * (strategy == 0) for strategy in trajectories]
+
+
+def test_step_anchors_the_strategy_no_anchor_has_seen_when_a_residual_is_given() -> None:
+    loop = CorrectionLoop(
+        CorrectionConfig(anchor_fraction=0.125, random_share=0.0),
+        _Predicted(),
+        _Executed(),
+        residual=RidgeResidual(one_hot, 3),
+    )
+    groups = [[0, 1] * 4 for _ in range(7)] + [[2] * 8]
+    loop.step(groups)  # nothing learned yet: every group is equally uncertain
+    result = loop.step(groups)  # strategies 0 and 1 were anchored, strategy 2 never
+    (anchored,) = [group.trajectories for group in result.groups if group.anchor]
+    assert anchored == (2,) * 8
