@@ -532,9 +532,9 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
         The wrapper reads and removes two options before passing the rest to the env: ``"anchor"``
         (a bool) and ``"group_id"`` (an int; with a scheduler, the anchor decision of that group from
-        :meth:`plan_groups`). Without either, the attached scheduler decides this one episode, or
-        without a scheduler a seeded draw with probability ``anchor_fraction`` does (``seed`` re-seeds
-        that draw, as it re-seeds the env).
+        :meth:`plan_groups`; without one, only a label). When neither decides, the attached scheduler
+        decides this one episode, or without a scheduler a seeded draw with probability
+        ``anchor_fraction`` does (``seed`` re-seeds that draw, as it re-seeds the env).
 
         Raises:
             ConfigError: ``options["anchor"]`` is not a bool, ``options["group_id"]`` is not an int or
