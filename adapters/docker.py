@@ -122,16 +122,17 @@ def docker_client(base_url: str | None = None, timeout_s: float = 60.0) -> Any:
     url = _base_url(base_url)
     if url is None:
         raise IsolationUnavailableError(
-            "no Docker engine found (no DOCKER_HOST, no /var/run/docker.sock); start one with "
-            "`export $(scripts/docker_engine.sh start)` or use make_sandbox('local')"
+            "no Docker engine found (no DOCKER_HOST, no /var/run/docker.sock); start one (`dockerd`, or in a "
+            "clone of the wmrl source repository `export $(bash scripts/docker_engine.sh start)`) or use "
+            "make_sandbox('local')"
         )
     try:
         client = docker.DockerClient(base_url=url, timeout=int(timeout_s))
         client.ping()
     except Exception as exc:
         raise IsolationUnavailableError(
-            f"the Docker engine at {url} does not answer ({exc}); start it with "
-            f"`scripts/docker_engine.sh start` or use make_sandbox('local')"
+            f"the Docker engine at {url} does not answer ({exc}); start it (`dockerd`, or in a clone of the "
+            "wmrl source repository `bash scripts/docker_engine.sh start`) or use make_sandbox('local')"
         ) from exc
     return client
 
@@ -399,8 +400,7 @@ class DockerSandbox:
         except Exception as exc:
             if not build_image:
                 raise IsolationUnavailableError(
-                    f"sandbox image {image!r} is missing ({exc}); build it with "
-                    f"scripts/build_sandbox_image.sh"
+                    f"sandbox image {image!r} is missing ({exc}); build it with `wmrl docker build-image`"
                 ) from exc
             build_sandbox_image(image, base_url=base_url)
             self._python = self._image_python()

@@ -3,8 +3,9 @@
 Why here and frozen: the rollout side (``wmrl_envs``) produces :class:`ScoredGroup` and the learning
 side (:class:`~wmrl_algos.loop.CorrectionLoop`) consumes it; neither needs to know what a trajectory
 contains (text, frames, tokens), so the payload is opaque. Unknown scores are ``None``, never 0
-(``docs/method.md``, "Unknown scores"): a timeout or an unparseable prediction says nothing about the
-attempt's quality.
+(``docs/method.md``, "Unknown scores"): a crashed sandbox, a lost worker or an unparseable prediction
+says nothing about the attempt's quality. A solution that runs past its time limit is not unknown: it
+failed, and the environment scores it (docs/design.md, the timeout contract).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 __all__ = ["Score", "ScoreSource", "ScoredGroup", "GroupAdvantages", "StepResult", "as_score_array"]
 
 Score = float | None
-"""A trajectory score; ``None`` means unknown (timeout, crash, unparseable prediction)."""
+"""A trajectory score; ``None`` means unknown (crashed sandbox, lost worker, unparseable prediction)."""
 
 ScoreSource = Literal["real", "world_model"]
 

@@ -28,6 +28,9 @@ def register_envs() -> tuple[str, ...]:
     """
     _register(COSTLY_TOY_ID, "wmrl_envs.toy:CostlyToyEnv")
     _register(KAGGLE_ID, "wmrl_envs.kaggle.env:KaggleEnv")
+    from wmrl_envs.embodied.envs import register_embodied_envs
+
+    register_embodied_envs()
     return registered_ids()
 
 
