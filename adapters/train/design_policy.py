@@ -225,12 +225,6 @@ class DesignPolicy(nn.Module):
         keep = torch.as_tensor(masks, dtype=torch.float32)
         return float((entropies * keep).sum() / keep.sum().clamp(min=1.0))
 
-    def greedy(self, competition: Competition) -> Design:
-        """The most likely first-turn design for ``competition`` (for reports)."""
-        with torch.no_grad():
-            logits = self._logits(self._inputs(competition, 0, None, None)[None, :])
-        return Design.from_indices([int(h.argmax(-1)) for h in logits])
-
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         """Weights plus the sampling generator's state (so a resumed run samples the same designs)."""
         state = dict(super().state_dict(*args, **kwargs))
