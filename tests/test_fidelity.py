@@ -227,7 +227,7 @@ def test_unknown_predictions_count_as_parse_failures_and_stay_out_of_the_errors(
 
 def test_unknown_real_outcomes_are_left_out_of_status_accuracy() -> None:
     corpus = cases_of(["a"], per_task=3)
-    real = [RealRecord("valid", 0.7), RealRecord("timeout", None), RealRecord("runtime_error", 0.1)]
+    real = [RealRecord("valid", 0.7), RealRecord("sandbox_error", None), RealRecord("runtime_error", 0.1)]
     metrics = fidelity_metrics(corpus, real, predictions([0.7, 0.7, 0.7]))
     assert metrics.status_accuracy == 0.5 and metrics.status_coverage == 1.0
 

@@ -418,3 +418,25 @@ def test_killed_actor_without_restarts_gives_unknown_predictions_for_its_chunk_o
 def test_a_factory_that_builds_no_world_model_is_refused(live: LocalCluster) -> None:
     with pytest.raises(ConfigError, match="not a WorldModel"):
         RayWorldModelPool(object, num_cpus=0.5)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_wmrl_train_with_ray_runs_its_anchor_executions_on_the_worker_nodes(
+    live: LocalCluster, tmp_path: Path
+) -> None:
+    from wmrl_adapters.train.config import TrainConfig
+    from wmrl_adapters.train.trainer import Trainer
+
+    config = TrainConfig(
+        algo="wmrl", world_model="rubric", steps=1, groups=2, group_size=2, max_turns=1,
+        anchor_fraction=0.5, competitions="titanic-survival", eval_samples=0, warm=0, progress=False,
+        cache=False,  # every anchor trajectory really runs, so the count below is exact
+    )
+    trainer = Trainer(config, tmp_path / "run", ray=live.cluster.address)
+    assert isinstance(trainer.sandbox, ray_exec.RaySandbox)
+    summary = trainer.run()
+    assert summary["final"]["compute/real_executions"] == 2  # the one anchor group of 2, for real
+    stats = trainer.sandbox.stats
+    assert stats.completed == 2 and stats.lost == 0
+    assert set(stats.nodes) <= live.worker_ids()  # never on the head (it offers no CPUs)

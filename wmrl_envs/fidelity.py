@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 CaseSource = Literal["reference", "rollout"]
-_UNKNOWN_STATUSES = ("timeout", "sandbox_error")
+_UNKNOWN_STATUSES = ("sandbox_error",)
 
 
 @dataclass(frozen=True)

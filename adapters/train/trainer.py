@@ -207,7 +207,7 @@ class Trainer:
         self.meter = ComputeMeter()
         self.eval_meter = ComputeMeter()
         self.cache = (cache if cache is not None else ExecutionCache()) if config.cache else None
-        self.sandbox = self._make_sandbox()
+        self.sandbox = self._make_sandbox(ray)
         self.policy_seconds = 0.0
         self.learn_seconds = 0.0
         self.wall_seconds = 0.0
@@ -215,9 +215,6 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         executor = None
         if ray is not None:
-            from wmrl_algos.errors import require
-
-            require("ray", "ray")
             from wmrl_adapters.ray_exec import RayExecutor
 
             executor = RayExecutor(ray)
@@ -269,10 +266,18 @@ class Trainer:
             self._known[competition_id] = self.suite.get(competition_id)
         return self._known[competition_id]
 
-    def _make_sandbox(self) -> Any:
+    def _make_sandbox(self, ray: str | None) -> Any:
+        warm = self.config.sandbox == "local" and bool(self.config.warm)
+        if ray is not None:
+            # Only the sandbox run travels to a Ray worker node (built once per Ray worker process, so a
+            # warm pool stays warm there); the env, its execution cache and compute meter stay here.
+            from wmrl_adapters.ray_exec import RaySandbox
+
+            options = {"warm": self.config.warm} if warm else None
+            return RaySandbox(self.config.sandbox, options=options, address=ray)
         from wmrl_envs.sandbox import make_sandbox
 
-        if self.config.sandbox == "local" and self.config.warm:
+        if warm:
             return make_sandbox("local", warm=self.config.warm)
         return make_sandbox(self.config.sandbox)
 
