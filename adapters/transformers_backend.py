@@ -2,9 +2,9 @@
 
 Why it is the default: it needs nothing but pip-installed packages and runs on any machine, including
 these CPU-only ones, from the offline SmolLM2-135M-Instruct weights (see :mod:`wmrl_adapters.models`).
-It implements both :class:`~wmrl_envs.world_models.llm.TextGenerator` (left-padded batched greedy
+It implements both :class:`~wmrl_envs.kaggle.world_models.llm.TextGenerator` (left-padded batched greedy
 generation with stop strings, so a batch of prompts costs about one long prompt) and
-:class:`~wmrl_envs.world_models.llm.ScoreDistribution` (one forward pass, softmax over the candidate
+:class:`~wmrl_envs.kaggle.world_models.llm.ScoreDistribution` (one forward pass, softmax over the candidate
 label tokens). transformers has no prefix cache across calls, so batches are only as cheap as their
 padding: the world models send prompts grouped by task prefix and sorted by length.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wmrl_algos.errors import ConfigError, WorldModelError, require
-from wmrl_envs.world_models.llm import CandidateDistribution, GenerationResult, OutputConstraint
+from wmrl_envs.kaggle.world_models.llm import CandidateDistribution, GenerationResult, OutputConstraint
 
 __all__ = ["TransformersConfig", "TransformersBackend"]
 

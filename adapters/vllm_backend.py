@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from wmrl_algos.errors import BackendUnavailableError, ConfigError, require
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     CandidateDistribution,
     FinishReason,
     GenerationResult,

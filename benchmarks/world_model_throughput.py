@@ -47,7 +47,7 @@ from wmrl_adapters.transformers_backend import TransformersBackend, Transformers
 
 from wmrl_envs.kaggle.outcome import KaggleContext  # noqa: E402
 from wmrl_envs.world_model import Prediction, WorldModelQuery  # noqa: E402
-from wmrl_envs.world_models.llm import (  # noqa: E402
+from wmrl_envs.kaggle.world_models.llm import (  # noqa: E402
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
     LLMWorldModel,

@@ -9,7 +9,7 @@ that came back. A 135M model writes poor code: this shows the plumbing, not a go
 (sampling, LoRA) version of this policy, driven by ``wmrl train --policy llm``.
 
 The world model is the rubric (static analysis, instant); swap in
-``wmrl_envs.world_models.llm.LLMWorldModel(backend)`` to have the LLM predict the execution log too.
+``wmrl_envs.kaggle.world_models.llm.LLMWorldModel(backend)`` to have the LLM predict the execution log too.
 One group is an anchor: its solutions really run in the sandbox (bubblewrap), and because the return is
 the best execution (:func:`~wmrl_envs.rollouts.best_return`, the Kaggle objective) each execution's
 (predicted, real) pair feeds the calibration.
@@ -31,7 +31,7 @@ from wmrl_adapters.transformers_backend import TransformersBackend, Transformers
 import wmrl_envs  # noqa: F401  (registers wmrl/Kaggle-v0 with Gymnasium)
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, TurnContext, best_return
-from wmrl_envs.world_models.rubric import RubricWorldModel
+from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
 SYSTEM = (
     "You are a Kaggle grandmaster. Answer with one complete Python solution in a ```python fenced block "

@@ -21,7 +21,7 @@ from wmrl_envs.kaggle.env import KaggleEnv
 from wmrl_envs.kaggle.references import reference_solutions
 from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
-from wmrl_envs.world_models.rubric import RubricWorldModel
+from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
 pytestmark = pytest.mark.integration
 

@@ -280,7 +280,7 @@ def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply
     from wmrl_envs.kaggle.env import KaggleEnv
     from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
     from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
-    from wmrl_envs.world_models.rubric import RubricWorldModel
+    from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
     agent = LLMAgent(LLMAgentConfig(**{**FAST, "max_context_tokens": 4096}))  # the whole task fits
     competition = "titanic-survival"

@@ -37,7 +37,7 @@ from wmrl_adapters.openai_backend import (
 from wmrl_algos.errors import BackendUnavailableError, ConfigError
 from wmrl_envs.kaggle.outcome import KaggleContext
 from wmrl_envs.world_model import WorldModelQuery
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
     LLMWorldModel,

@@ -20,7 +20,7 @@ from wmrl_adapters.train.trainer import (
     write_atomic,
 )
 
-from wmrl_envs.world_models.rubric import RubricWorldModel
+from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
 TINY = dict(
     steps=2,

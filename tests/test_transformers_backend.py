@@ -17,7 +17,7 @@ from wmrl_adapters.transformers_backend import TransformersBackend, Transformers
 from wmrl_algos.errors import ConfigError, MissingDependencyError
 from wmrl_envs.kaggle.outcome import KaggleContext
 from wmrl_envs.world_model import WorldModelQuery
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
     LLMWorldModel,

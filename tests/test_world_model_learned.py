@@ -16,14 +16,14 @@ import pytest
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.kaggle.outcome import KaggleContext
 from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
-from wmrl_envs.world_models.learned import (
+from wmrl_envs.kaggle.world_models.learned import (
     Embedder,
     LearnedWorldModel,
     LearnedWorldModelConfig,
     UncertainWorldModel,
     uncertainty_anchor_ranking,
 )
-from wmrl_envs.world_models.rubric import RubricWorldModel
+from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
 CONTEXT = KaggleContext(
     competition_id="toy",

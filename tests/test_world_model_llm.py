@@ -19,7 +19,7 @@ from wmrl_algos.errors import ConfigError, WorldModelError
 from wmrl_envs.kaggle.feedback import parse_feedback
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder, position_score
 from wmrl_envs.world_model import WorldModel, WorldModelQuery
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     REPORT_END,
     CandidateDistribution,
     GenerationResult,
@@ -137,7 +137,7 @@ def test_failed_statuses_map_to_their_ladder_rungs(status: str, expected: float)
 def test_prose_answer_is_unknown_not_zero_and_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     backend = ScriptedBackend(lambda prompt: GenerationResult(" I think this code will work well!", "stop"))
     model = LLMWorldModel(backend)
-    with caplog.at_level(logging.INFO, logger="wmrl_envs.world_models.llm"):
+    with caplog.at_level(logging.INFO, logger="wmrl_envs.kaggle.world_models.llm"):
         [prediction] = model.predict([WorldModelQuery(make_context(), "x", key="g1/t2")])
     assert prediction.reward is None
     assert prediction.observation is None
@@ -388,7 +388,7 @@ class EchoTemplate:
         return str(action)
 
     def simulate_parts(self, context: object, action_text: str):  # type: ignore[no-untyped-def]
-        from wmrl_envs.world_models.llm import PromptParts
+        from wmrl_envs.kaggle.world_models.llm import PromptParts
 
         return PromptParts("sys", f"env {context}\n", action_text, "reward=")
 

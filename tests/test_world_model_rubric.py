@@ -10,14 +10,14 @@ from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.feedback import parse_feedback
 from wmrl_envs.kaggle.outcome import KaggleContext, position_score
 from wmrl_envs.world_model import WorldModel, WorldModelQuery
-from wmrl_envs.world_models.features import (
+from wmrl_envs.kaggle.world_models.features import (
     FEATURE_NAMES,
     analyze_solution,
     extract_code,
     feature_vector,
     inventory_files,
 )
-from wmrl_envs.world_models.rubric import (
+from wmrl_envs.kaggle.world_models.rubric import (
     DEFAULT_FAMILY_PRIORS,
     RubricConfig,
     RubricWorldModel,

@@ -38,8 +38,8 @@ def build_world_model(spec: str) -> WorldModel:
         ConfigError: an unknown spec (the message lists the valid ones).
         MissingDependencyError: the LLM backend's extra is not installed.
     """
-    from wmrl_envs.world_models.learned import LearnedWorldModel
-    from wmrl_envs.world_models.rubric import RubricWorldModel
+    from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel
+    from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
     if spec == "rubric":
         return RubricWorldModel()
@@ -48,7 +48,7 @@ def build_world_model(spec: str) -> WorldModel:
     if spec == "learned+rubric":
         return LearnedWorldModel(RubricWorldModel())
     if spec.startswith("llm:"):
-        from wmrl_envs.world_models.llm import LLMWorldModel
+        from wmrl_envs.kaggle.world_models.llm import LLMWorldModel
 
         backend = spec[len("llm:") :]
         if backend == "transformers" or backend.startswith("transformers="):

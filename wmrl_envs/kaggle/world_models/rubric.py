@@ -51,7 +51,7 @@ from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.feedback import format_feedback
 from wmrl_envs.kaggle.outcome import ExecutionStatus, KaggleContext, Outcome, RewardLadder
 from wmrl_envs.world_model import Prediction, WorldModelQuery
-from wmrl_envs.world_models.features import (
+from wmrl_envs.kaggle.world_models.features import (
     MODEL_FAMILIES,
     CodeFeatures,
     ModelFamily,
@@ -89,7 +89,7 @@ class RubricConfig:
 
     Attributes:
         family_priors: position prior per model family (the best family of a solution counts). Every
-            family of :data:`~wmrl_envs.world_models.features.MODEL_FAMILIES` needs a value in [0, 1].
+            family of :data:`~wmrl_envs.kaggle.world_models.features.MODEL_FAMILIES` needs a value in [0, 1].
         cross_validation_bonus: added when the solution cross-validates (it can select what generalises).
         holdout_bonus: added when it holds out a validation split (and does not cross-validate).
         tuning_bonus: added when it searches hyperparameters.

@@ -8,7 +8,7 @@ fidelity run) is passed to :meth:`LearnedWorldModel.observe`; the model keeps a 
 whose noise and prior precisions are set by evidence maximisation, so there is no penalty to tune) —
 milliseconds, so it can refit after every anchor group.
 
-Features of a solution: the structural features of :mod:`wmrl_envs.world_models.features` (model
+Features of a solution: the structural features of :mod:`wmrl_envs.kaggle.world_models.features` (model
 family, validation, tuning, gates, task type...), optionally a code embedding from any
 :class:`Embedder` (the adapter :mod:`wmrl_adapters.embeddings` provides MiniLM; the core never imports
 it), a hashed one-hot of the competition id (so repeated tasks get their own offset), and, when
@@ -53,8 +53,8 @@ from wmrl_algos.types import Score, as_score_array
 from wmrl_envs.kaggle.feedback import format_feedback
 from wmrl_envs.kaggle.outcome import ExecutionStatus, KaggleContext, Outcome, RewardLadder
 from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
-from wmrl_envs.world_models.features import analyze_solution, extract_code, feature_vector
-from wmrl_envs.world_models.rubric import score_at_position
+from wmrl_envs.kaggle.world_models.features import analyze_solution, extract_code, feature_vector
+from wmrl_envs.kaggle.world_models.rubric import score_at_position
 
 __all__ = [
     "Embedder",
@@ -96,7 +96,7 @@ class LearnedWorldModelConfig:
             predictions (or ``None``) are returned. Too low and the first fits are noise.
         buffer_size: most recent observations kept (older ones age out, so the model tracks the
             policy's drift); also bounds the refit cost.
-        use_structural_features: include the static features of :mod:`~wmrl_envs.world_models.features`.
+        use_structural_features: include the static features of :mod:`~wmrl_envs.kaggle.world_models.features`.
         competition_buckets: width of the hashed one-hot of the competition id (0 disables it).
         residual: when stacked on a base model, learn ``real − base`` instead of ``real``.
         feature_cache_size: features of recently predicted queries are kept so :meth:`observe` does not

@@ -1,8 +1,8 @@
 """Static features of a Kaggle solution: what the code does, read without running it.
 
 Why a separate module: two world models read the same facts from a solution. The rubric world model
-(:mod:`wmrl_envs.world_models.rubric`) turns them into gates and a hand-set quality prior; the learned
-world model (:mod:`wmrl_envs.world_models.learned`) turns them into a numeric vector and learns the
+(:mod:`wmrl_envs.kaggle.world_models.rubric`) turns them into gates and a hand-set quality prior; the learned
+world model (:mod:`wmrl_envs.kaggle.world_models.learned`) turns them into a numeric vector and learns the
 mapping from real executions. Both must agree on what "uses cross-validation" or "reads a file that is
 not in the inventory" means, so that is decided once, here, with :mod:`ast` only (nothing is executed
 and nothing is imported from the solution).

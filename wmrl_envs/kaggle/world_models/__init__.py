@@ -8,14 +8,14 @@ vLLM, OpenAI-compatible HTTP) live in ``wmrl_adapters``; this package only defin
 
 from __future__ import annotations
 
-from wmrl_envs.world_models.learned import (
+from wmrl_envs.kaggle.world_models.learned import (
     Embedder,
     LearnedWorldModel,
     LearnedWorldModelConfig,
     UncertainWorldModel,
     uncertainty_anchor_ranking,
 )
-from wmrl_envs.world_models.llm import (
+from wmrl_envs.kaggle.world_models.llm import (
     CandidateDistribution,
     GenerationResult,
     KaggleExecutionTemplate,
@@ -28,7 +28,7 @@ from wmrl_envs.world_models.llm import (
     ScoreDistribution,
     TextGenerator,
 )
-from wmrl_envs.world_models.rubric import RubricConfig, RubricWorldModel
+from wmrl_envs.kaggle.world_models.rubric import RubricConfig, RubricWorldModel
 
 __all__ = [
     "CandidateDistribution",
