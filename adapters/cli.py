@@ -63,7 +63,9 @@ def plain_help(text: str | None) -> str:
     return _RST_LITERAL.sub(r"\1", text).strip()
 
 
-def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, description: str) -> ArgsT:
+def parse_dataclass_args(
+    cls: type[ArgsT], argv: Sequence[str] | None, description: str, *, prog: str | None = None
+) -> ArgsT:
     """Build a CleanRL-style ``Args`` dataclass from the command line: one ``--option`` per field.
 
     Fields are ``bool`` (a flag), ``int``, ``float`` or ``str``, each with ``metadata["help"]``; the
@@ -77,7 +79,7 @@ def parse_dataclass_args(cls: type[ArgsT], argv: Sequence[str] | None, descripti
         >>> parse_dataclass_args(Args, ["--seeds", "2", "--smoke"], "demo")
         Args(seeds=2, smoke=True)
     """
-    parser = argparse.ArgumentParser(description=plain_help(description))
+    parser = argparse.ArgumentParser(prog=prog, description=plain_help(description))
     kinds: dict[str, Any] = {"int": int, "float": float, "str": str}
     for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
         flag = "--" + spec.name.replace("_", "-")

@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Compare GRPO, anchors-only, world-model-only and the WMRL ablations on the Kaggle suite, for real."""
     from wmrl_adapters.cli import parse_dataclass_args
 
-    args = parse_dataclass_args(CompareArgs, argv, main.__doc__ or "")
+    args = parse_dataclass_args(CompareArgs, argv, main.__doc__ or "", prog="wmrl compare")
     summaries = run_compare(args)
     rows = summarise(summaries, args.method_list())
     out = Path(args.out)

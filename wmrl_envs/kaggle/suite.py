@@ -666,7 +666,7 @@ def load_suite(root: Path | None = None, *, progress: bool = False) -> KaggleSui
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``wmrl suite``: generate the built-in suite and list its competitions with their metrics."""
+    """wmrl suite: generate the built-in suite and list its competitions with their metrics."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="wmrl suite", description=main.__doc__)
