@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
+from wmrl_algos.errors import IsolationUnavailableError
 from wmrl_envs.kaggle.outcome import KaggleContext
+from wmrl_envs.sandbox import BubblewrapSandbox
 from wmrl_envs.world_model import WorldModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="module")
+def strict_bubblewrap() -> Iterator[BubblewrapSandbox]:
+    """A strict local (bubblewrap) sandbox, one per test module; skips where full isolation is unavailable."""
+    try:
+        box = BubblewrapSandbox(strict=True)
+    except IsolationUnavailableError as exc:
+        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
+    yield box
+    box.close()
 
 
 @pytest.fixture

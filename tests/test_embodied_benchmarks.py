@@ -8,21 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import embodied_marks
 
-from wmrl_algos.errors import MissingDependencyError
-from wmrl_envs.embodied import embodied_python
-
-try:
-    embodied_python()
-    _MISSING = ""
-except MissingDependencyError as exc:
-    _MISSING = str(exc)
-
-pytestmark = [
-    pytest.mark.embodied,
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(_MISSING), reason=f"embodied stack not built: {_MISSING}"),
-]
+pytestmark = embodied_marks(pytest.mark.slow)
 ROOT = Path(__file__).resolve().parent.parent
 
 

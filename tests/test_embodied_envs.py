@@ -11,28 +11,19 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from _helpers import embodied_marks
 from gymnasium.error import InvalidAction, ResetNeeded
 from gymnasium.utils.env_checker import check_env
 
-from wmrl_algos.errors import ConfigError, MissingDependencyError
+from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied import (
     LiberoEnv,
     RenderingUnavailableError,
     RobosuiteEnv,
     embodied_env_ids,
-    embodied_python,
 )
 
-try:
-    embodied_python()
-    _MISSING = ""
-except MissingDependencyError as exc:
-    _MISSING = str(exc)
-
-pytestmark = [
-    pytest.mark.embodied,
-    pytest.mark.skipif(bool(_MISSING), reason=f"embodied stack not built: {_MISSING}"),
-]
+pytestmark = embodied_marks()
 
 
 @pytest.fixture(scope="module")

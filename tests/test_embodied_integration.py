@@ -9,24 +9,14 @@ and the learned scorer must be trainable from exactly those anchor groups.
 from __future__ import annotations
 
 import pytest
+from _helpers import embodied_marks
 
-from wmrl_algos.errors import MissingDependencyError
-from wmrl_envs.embodied import ProgressWorldModel, RobosuiteEnv, SimStateProgressScorer, embodied_python
+from wmrl_envs.embodied import ProgressWorldModel, RobosuiteEnv, SimStateProgressScorer
 from wmrl_envs.embodied.learned import LearnedProgressConfig, LearnedProgressScorer
 from wmrl_envs.embodied.policies import NoisyPolicy, ScriptedLiftPolicy
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 
-try:
-    embodied_python()
-    _MISSING = ""
-except MissingDependencyError as exc:
-    _MISSING = str(exc)
-
-pytestmark = [
-    pytest.mark.embodied,
-    pytest.mark.integration,
-    pytest.mark.skipif(bool(_MISSING), reason=f"embodied stack not built: {_MISSING}"),
-]
+pytestmark = embodied_marks(pytest.mark.integration)
 
 
 def test_grouped_rollout_pairs_collapsed_progress_with_real_success_on_anchor_groups() -> None:

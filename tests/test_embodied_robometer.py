@@ -12,28 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import embodied_marks
 
-from wmrl_algos.errors import ConfigError, MissingDependencyError
+from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied import (
     ProgressInput,
     ProgressScorer,
     ProgressWorldModel,
     RobosuiteEnv,
-    embodied_python,
 )
 from wmrl_envs.wrapper import WorldModelWrapper
 
-try:
-    embodied_python()
-    _MISSING = ""
-except MissingDependencyError as exc:
-    _MISSING = str(exc)
-
-pytestmark = [
-    pytest.mark.embodied,
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(_MISSING), reason=f"embodied stack not built: {_MISSING}"),
-]
+pytestmark = embodied_marks(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from wmrl_algos.errors import IsolationUnavailableError
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.env import MAX_TEXT_LENGTH, KaggleEnv, extract_code
 from wmrl_envs.kaggle.leaderboard import Leaderboard
@@ -33,16 +32,6 @@ def titanic(tmp_path_factory: pytest.TempPathFactory) -> Competition:
     competition = KaggleSuite(root).get("titanic-survival", with_leaderboard=False)
     board = Leaderboard((0.9, 0.8, 0.7), higher_is_better=True)
     return replace(competition, leaderboard=board, public_leaderboard=board)
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[BubblewrapSandbox]:
-    try:
-        box = BubblewrapSandbox(strict=True)
-    except IsolationUnavailableError as exc:
-        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
-    yield box
-    box.close()
 
 
 class _CountingSandbox:
@@ -64,8 +53,8 @@ class _CountingSandbox:
 
 
 @pytest.fixture()
-def env(titanic: Competition, sandbox: BubblewrapSandbox) -> Iterator[KaggleEnv]:
-    environment = KaggleEnv(titanic, sandbox=_CountingSandbox(sandbox), max_turns=20, timeout_s=60)
+def env(titanic: Competition, strict_bubblewrap: BubblewrapSandbox) -> Iterator[KaggleEnv]:
+    environment = KaggleEnv(titanic, sandbox=_CountingSandbox(strict_bubblewrap), max_turns=20, timeout_s=60)
     environment.reset(seed=0)
     yield environment
     environment.close()
@@ -162,9 +151,10 @@ def test_copied_out_submissions_are_deleted_once_graded(env: KaggleEnv) -> None:
     assert len(counting.outputs) == 2 and not any(path.exists() for path in counting.outputs)
 
 
-def test_a_stalled_crash_earns_the_crash_reward_not_an_unknown_one(titanic: Competition,
-                                                                   sandbox: BubblewrapSandbox) -> None:
-    environment = KaggleEnv(titanic, sandbox=sandbox, max_turns=2, timeout_s=2.0)
+def test_a_stalled_crash_earns_the_crash_reward_not_an_unknown_one(
+    titanic: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> None:
+    environment = KaggleEnv(titanic, sandbox=strict_bubblewrap, max_turns=2, timeout_s=2.0)
     environment.reset(seed=0)
     _, crash, *_ = environment.step("```python\nraise ValueError('boom')\n```")
     _, stall, _, _, info = environment.step(

@@ -7,7 +7,6 @@ sandbox, ``/`` ``/dev`` and ``/dev/shm`` were uncapped tmpfs, and one run could 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,16 +18,6 @@ from wmrl_envs.sandbox.local import SHM_MB
 from wmrl_envs.sandbox.seccomp import DENIED_SYSCALLS, seccomp_program
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[BubblewrapSandbox]:
-    try:
-        box = BubblewrapSandbox(strict=True)
-    except IsolationUnavailableError as exc:
-        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
-    yield box
-    box.close()
 
 
 def _run(sandbox: BubblewrapSandbox, code: str, **kwargs: object) -> list[str]:
@@ -53,14 +42,18 @@ report("clone-newuser", libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0))
 """
 
 
-def test_seccomp_refuses_namespaces_mounts_and_kernel_attack_surface(sandbox: BubblewrapSandbox) -> None:
+def test_seccomp_refuses_namespaces_mounts_and_kernel_attack_surface(
+    strict_bubblewrap: BubblewrapSandbox,
+) -> None:
     if seccomp_program() is None:
         pytest.skip("the seccomp filter covers x86-64 only")
-    lines = _run(sandbox, SYSCALL_PROBE)
+    lines = _run(strict_bubblewrap, SYSCALL_PROBE)
     assert lines and all(line.endswith("-1 Operation not permitted") for line in lines), lines
 
 
-def test_ordinary_python_and_the_ml_stack_still_work_under_the_filter(sandbox: BubblewrapSandbox) -> None:
+def test_ordinary_python_and_the_ml_stack_still_work_under_the_filter(
+    strict_bubblewrap: BubblewrapSandbox,
+) -> None:
     code = (
         "import os, threading, multiprocessing as mp, subprocess, sys\n"
         "import numpy, pandas, sklearn.ensemble\n"
@@ -72,11 +65,11 @@ def test_ordinary_python_and_the_ml_stack_still_work_under_the_filter(sandbox: B
         "model = forest.fit([[0], [1]] * 5, [0, 1] * 5)\n"
         "print(model.predict([[1]])[0])\n"
     )
-    lines = _run(sandbox, code, memory_mb=2048)
+    lines = _run(strict_bubblewrap, code, memory_mb=2048)
     assert lines == ["thread", "3", "7", "1"]
 
 
-def test_root_and_dev_are_read_only_and_dev_shm_is_capped(sandbox: BubblewrapSandbox) -> None:
+def test_root_and_dev_are_read_only_and_dev_shm_is_capped(strict_bubblewrap: BubblewrapSandbox) -> None:
     code = f"""
 for path in ("/x", "/dev/x", "/usr/x"):
     try:
@@ -96,7 +89,7 @@ except OSError as exc:
 open("/dev/null", "w").write("fine")
 print("devnull ok")
 """
-    lines = _run(sandbox, code, memory_mb=1024)
+    lines = _run(strict_bubblewrap, code, memory_mb=1024)
     assert lines == ["/x Read-only file system", "/dev/x Read-only file system",
                      "/usr/x Read-only file system", "shm No space left on device True", "devnull ok"]
 

@@ -9,18 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import TINY_GROUP_ARGS
 
 TINY = [
     "--steps",
     "2",
-    "--groups",
-    "2",
-    "--group-size",
-    "2",
-    "--max-turns",
-    "1",
-    "--anchor-fraction",
-    "0.5",
+    *TINY_GROUP_ARGS,
     "--competitions",
     "titanic-survival",
     "--eval-competitions",

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from _helpers import TINY_GROUP_ARGS
 from wmrl_adapters.train.config import ALGOS, TrainConfig
 from wmrl_adapters.train.execution import ExecutionCache
 from wmrl_adapters.train.trainer import (
@@ -108,14 +109,7 @@ def test_a_world_model_failing_mid_run_gives_unknown_predictions_counted_and_the
 RESUMABLE = [
     "--steps",
     "3",
-    "--groups",
-    "2",
-    "--group-size",
-    "2",
-    "--max-turns",
-    "1",
-    "--anchor-fraction",
-    "0.5",
+    *TINY_GROUP_ARGS,
     "--competitions",
     "titanic-survival,concrete-strength",
     "--eval-samples",

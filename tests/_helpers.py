@@ -1,0 +1,27 @@
+"""Helpers shared by several test modules (pytest puts tests/ on sys.path: ``from _helpers import ...``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from wmrl_algos.errors import MissingDependencyError
+
+# The group shape of the tiny ``wmrl train`` runs: two groups of two, one turn, half of them anchors.
+TINY_GROUP_ARGS = ("--groups", "2", "--group-size", "2", "--max-turns", "1", "--anchor-fraction", "0.5")
+
+
+def embodied_marks(*marks: pytest.MarkDecorator) -> list[pytest.MarkDecorator]:
+    """``pytestmark`` for an embodied test module: ``embodied``, then ``marks``, then a skip (with the
+    reason and how to build it) when the embodied stack's venv is not built."""
+    from wmrl_envs.embodied import embodied_python
+
+    try:
+        embodied_python()
+        missing = ""
+    except MissingDependencyError as exc:
+        missing = str(exc)
+    return [
+        pytest.mark.embodied,
+        *marks,
+        pytest.mark.skipif(bool(missing), reason=f"embodied stack not built: {missing}"),
+    ]
