@@ -50,9 +50,9 @@ from wmrl_envs.kaggle.grading import grade_execution
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder
 from wmrl_envs.kaggle.references import ReferenceEntry
 from wmrl_envs.kaggle.suite import KaggleSuite, Split, load_suite
+from wmrl_envs.kaggle.world_models.features import extract_code
 from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
 from wmrl_envs.world_model import WorldModel
-from wmrl_envs.kaggle.world_models.features import extract_code
 
 __all__ = [
     "WORLD_MODEL_NAMES",

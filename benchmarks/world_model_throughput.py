@@ -46,13 +46,13 @@ from wmrl_adapters.openai_backend import LlamaCppServer, OpenAIClientConfig, Ope
 from wmrl_adapters.transformers_backend import TransformersBackend, TransformersConfig  # noqa: E402
 
 from wmrl_envs.kaggle.outcome import KaggleContext  # noqa: E402
-from wmrl_envs.world_model import Prediction, WorldModelQuery  # noqa: E402
 from wmrl_envs.kaggle.world_models.llm import (  # noqa: E402
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
     LLMWorldModel,
     LLMWorldModelConfig,
 )
+from wmrl_envs.world_model import Prediction, WorldModelQuery  # noqa: E402
 
 __all__ = ["Args", "Row", "make_queries", "measure", "main"]
 

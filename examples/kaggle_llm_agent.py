@@ -30,8 +30,8 @@ from wmrl_adapters.transformers_backend import TransformersBackend, Transformers
 
 import wmrl_envs  # noqa: F401  (registers wmrl/Kaggle-v0 with Gymnasium)
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
-from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, TurnContext, best_return
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, TurnContext, best_return
 
 SYSTEM = (
     "You are a Kaggle grandmaster. Answer with one complete Python solution in a ```python fenced block "

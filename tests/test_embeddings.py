@@ -11,8 +11,8 @@ import pytest
 from wmrl_adapters.embeddings import MiniLMEmbedder, minilm_model_dir
 
 from wmrl_algos.errors import ConfigError
-from wmrl_envs.world_model import WorldModelQuery
 from wmrl_envs.kaggle.world_models.learned import Embedder, LearnedWorldModel, LearnedWorldModelConfig
+from wmrl_envs.world_model import WorldModelQuery
 
 LGBM_CLASSIFIER = "import lightgbm as lgb\nmodel = lgb.LGBMClassifier(n_estimators=300)\nmodel.fit(X, y)"
 LGBM_REGRESSOR = "import lightgbm as lgb\nmodel = lgb.LGBMRegressor(n_estimators=300)\nmodel.fit(X, y)"

@@ -25,9 +25,9 @@ from wmrl_envs.fidelity import (
 )
 from wmrl_envs.kaggle.leaderboard import Leaderboard
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome
-from wmrl_envs.world_model import Prediction, WorldModelQuery
 from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel, LearnedWorldModelConfig
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+from wmrl_envs.world_model import Prediction, WorldModelQuery
 
 
 def context(competition_id: str) -> KaggleContext:

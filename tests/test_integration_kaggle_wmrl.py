@@ -20,8 +20,8 @@ from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
 from wmrl_envs.kaggle.env import KaggleEnv
 from wmrl_envs.kaggle.references import reference_solutions
 from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
-from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 
 pytestmark = pytest.mark.integration
 

@@ -279,8 +279,8 @@ def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply
         pytest.skip("bubblewrap is not installed: the local sandbox cannot run here")
     from wmrl_envs.kaggle.env import KaggleEnv
     from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
-    from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
     from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+    from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 
     agent = LLMAgent(LLMAgentConfig(**{**FAST, "max_context_tokens": 4096}))  # the whole task fits
     competition = "titanic-survival"

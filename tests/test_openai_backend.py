@@ -36,7 +36,6 @@ from wmrl_adapters.openai_backend import (
 
 from wmrl_algos.errors import BackendUnavailableError, ConfigError
 from wmrl_envs.kaggle.outcome import KaggleContext
-from wmrl_envs.world_model import WorldModelQuery
 from wmrl_envs.kaggle.world_models.llm import (
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
@@ -44,6 +43,7 @@ from wmrl_envs.kaggle.world_models.llm import (
     LLMWorldModelConfig,
     OutputConstraint,
 )
+from wmrl_envs.world_model import WorldModelQuery
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_WAIT_S = float(os.environ.get("WMRL_LLAMA_WAIT_S", "3600"))

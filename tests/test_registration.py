@@ -57,8 +57,8 @@ def test_check_env_passes_on_the_registered_kaggle_env_bare_and_wrapped(tmp_path
 
     from wmrl_envs.kaggle.leaderboard import Leaderboard
     from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
-    from wmrl_envs.sandbox.unsafe import UnsafeSandbox
     from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+    from wmrl_envs.sandbox.unsafe import UnsafeSandbox
 
     suite = KaggleSuite(build_suite(tmp_path, ids=["concrete-strength"], progress=False))
     board = Leaderboard((5.0, 8.0, 12.0, 16.0), higher_is_better=False)

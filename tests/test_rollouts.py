@@ -275,8 +275,8 @@ def test_grouped_rollout_on_the_kaggle_env_pairs_real_and_predicted_scores_on_an
     from wmrl_envs.kaggle.env import KaggleEnv
     from wmrl_envs.kaggle.leaderboard import Leaderboard
     from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
-    from wmrl_envs.sandbox.unsafe import UnsafeSandbox
     from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+    from wmrl_envs.sandbox.unsafe import UnsafeSandbox
 
     suite = KaggleSuite(build_suite(tmp_path, ids=["concrete-strength"], progress=False))
     board = Leaderboard((5.0, 8.0, 12.0, 16.0), higher_is_better=False)

@@ -16,7 +16,6 @@ from wmrl_adapters.transformers_backend import TransformersBackend, Transformers
 
 from wmrl_algos.errors import ConfigError, MissingDependencyError
 from wmrl_envs.kaggle.outcome import KaggleContext
-from wmrl_envs.world_model import WorldModelQuery
 from wmrl_envs.kaggle.world_models.llm import (
     KaggleExecutionTemplate,
     LLMScoreWorldModel,
@@ -25,6 +24,7 @@ from wmrl_envs.kaggle.world_models.llm import (
     ScoreDistribution,
     TextGenerator,
 )
+from wmrl_envs.world_model import WorldModelQuery
 
 
 def needs_model(test: Callable[..., None]) -> Callable[..., None]:

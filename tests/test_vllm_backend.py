@@ -23,7 +23,11 @@ from wmrl_adapters.vllm_backend import (
 )
 
 from wmrl_algos.errors import ConfigError, MissingDependencyError
-from wmrl_envs.kaggle.world_models.llm import KaggleExecutionTemplate, OutputConstraint, distribution_from_logprobs
+from wmrl_envs.kaggle.world_models.llm import (
+    KaggleExecutionTemplate,
+    OutputConstraint,
+    distribution_from_logprobs,
+)
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -139,8 +143,8 @@ def test_engine_generates_reports_and_bucket_distributions() -> None:
     from wmrl_adapters.models import dequantised_model_dir
 
     from wmrl_envs.kaggle.outcome import KaggleContext
-    from wmrl_envs.world_model import WorldModelQuery
     from wmrl_envs.kaggle.world_models.llm import LLMScoreWorldModel, LLMWorldModel, LLMWorldModelConfig
+    from wmrl_envs.world_model import WorldModelQuery
 
     backend = VLLMBackend(
         VLLMConfig(model=str(dequantised_model_dir()), max_model_len=4096, gpu_memory_utilization=0.3)

@@ -15,7 +15,6 @@ import pytest
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.kaggle.outcome import KaggleContext
-from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 from wmrl_envs.kaggle.world_models.learned import (
     Embedder,
     LearnedWorldModel,
@@ -24,6 +23,7 @@ from wmrl_envs.kaggle.world_models.learned import (
     uncertainty_anchor_ranking,
 )
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
+from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 
 CONTEXT = KaggleContext(
     competition_id="toy",

@@ -18,7 +18,6 @@ import pytest
 from wmrl_algos.errors import ConfigError, WorldModelError
 from wmrl_envs.kaggle.feedback import parse_feedback
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder, position_score
-from wmrl_envs.world_model import WorldModel, WorldModelQuery
 from wmrl_envs.kaggle.world_models.llm import (
     REPORT_END,
     CandidateDistribution,
@@ -34,6 +33,7 @@ from wmrl_envs.kaggle.world_models.llm import (
     distribution_from_logprobs,
     truncate_middle,
 )
+from wmrl_envs.world_model import WorldModel, WorldModelQuery
 
 LEADERBOARD = (0.95, 0.9, 0.85, 0.8, 0.7, 0.6)
 

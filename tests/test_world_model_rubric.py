@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.feedback import parse_feedback
 from wmrl_envs.kaggle.outcome import KaggleContext, position_score
-from wmrl_envs.world_model import WorldModel, WorldModelQuery
 from wmrl_envs.kaggle.world_models.features import (
     FEATURE_NAMES,
     analyze_solution,
@@ -23,6 +22,7 @@ from wmrl_envs.kaggle.world_models.rubric import (
     RubricWorldModel,
     score_at_position,
 )
+from wmrl_envs.world_model import WorldModel, WorldModelQuery
 
 INVENTORY = """# Data inventory
 Files under ./input/ (read-only):

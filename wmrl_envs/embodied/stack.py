@@ -68,7 +68,8 @@ def embodied_python() -> Path:
     if not path.exists():
         raise MissingDependencyError(
             f"the embodied stack's interpreter {str(path)!r} does not exist; build it with "
-            "`bash scripts/embodied.sh` from a clone of the wmrl source repository (LeRobot + LIBERO + robosuite 1.4 in a Python 3.12 venv, ≈10 min "
+            "`bash scripts/embodied.sh` from a clone of the wmrl source repository "
+            "(LeRobot + LIBERO + robosuite 1.4 in a Python 3.12 venv, ≈10 min "
             f"once), or point ${EMBODIED_PYTHON_VARIABLE} at a Python that has that stack"
         )
     return path

@@ -52,9 +52,9 @@ from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_algos.types import Score, as_score_array
 from wmrl_envs.kaggle.feedback import format_feedback
 from wmrl_envs.kaggle.outcome import ExecutionStatus, KaggleContext, Outcome, RewardLadder
-from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 from wmrl_envs.kaggle.world_models.features import analyze_solution, extract_code, feature_vector
 from wmrl_envs.kaggle.world_models.rubric import score_at_position
+from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 
 __all__ = [
     "Embedder",
@@ -96,7 +96,8 @@ class LearnedWorldModelConfig:
             predictions (or ``None``) are returned. Too low and the first fits are noise.
         buffer_size: most recent observations kept (older ones age out, so the model tracks the
             policy's drift); also bounds the refit cost.
-        use_structural_features: include the static features of :mod:`~wmrl_envs.kaggle.world_models.features`.
+        use_structural_features: include the static features of
+            :mod:`~wmrl_envs.kaggle.world_models.features`.
         competition_buckets: width of the hashed one-hot of the competition id (0 disables it).
         residual: when stacked on a base model, learn ``real − base`` instead of ``real``.
         feature_cache_size: features of recently predicted queries are kept so :meth:`observe` does not

@@ -50,7 +50,6 @@ import numpy as np
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.feedback import format_feedback
 from wmrl_envs.kaggle.outcome import ExecutionStatus, KaggleContext, Outcome, RewardLadder
-from wmrl_envs.world_model import Prediction, WorldModelQuery
 from wmrl_envs.kaggle.world_models.features import (
     MODEL_FAMILIES,
     CodeFeatures,
@@ -58,6 +57,7 @@ from wmrl_envs.kaggle.world_models.features import (
     analyze_solution,
     extract_code,
 )
+from wmrl_envs.world_model import Prediction, WorldModelQuery
 
 __all__ = [
     "DEFAULT_FAMILY_PRIORS",
