@@ -156,8 +156,10 @@ def sweep_stale_containers(client: Any) -> list[str]:
     """
     removed: list[str] = []
     boot = _boot_id()
-    for container in client.containers.list(all=True, filters={"label": _OWNER_LABEL}):
-        labels = container.labels or {}
+    # sparse: the listing's own labels, no per-container inspect (a container removed between the list
+    # and its inspect, e.g. by its live owner, would otherwise raise NotFound and end the sweep).
+    for container in client.containers.list(all=True, filters={"label": _OWNER_LABEL}, sparse=True):
+        labels = container.attrs.get("Labels") or {}
         owner = parse_owner(f"wmrl-run-{labels.get(_OWNER_LABEL, '')}-")
         if labels.get(_BOOT_LABEL) != boot or owner is None or owner_alive(*owner):
             continue

@@ -92,7 +92,9 @@ sandbox.run(ExecutionRequest(code="import time\\ntime.sleep(600)\\n", timeout_s=
 def _containers_of(tag: str) -> list[str]:
     client = docker_adapter.docker_client()
     try:
-        return [str(c.id) for c in client.containers.list(all=True, filters={"label": f"wmrl.owner={tag}"})]
+        # sparse: no per-container inspect, which races with the owner removing its finished containers
+        listed = client.containers.list(all=True, filters={"label": f"wmrl.owner={tag}"}, sparse=True)
+        return [str(c.id) for c in listed]
     finally:
         client.close()
 
