@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[BubblewrapSandbox]:
-    try:
-        backend = BubblewrapSandbox(strict=True)
-    except IsolationUnavailableError as exc:
-        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
-    yield backend
-    backend.close()
+def sandbox(strict_bubblewrap: BubblewrapSandbox) -> BubblewrapSandbox:
+    """This module's sandbox: the shared strict bubblewrap one (tests/conftest.py)."""
+    return strict_bubblewrap
 
 
 def test_solution_runs_in_sandbox_cwd_with_read_only_inputs_and_its_submission_copied_out(
