@@ -1,6 +1,6 @@
 """Ready-made world models: LLM (simulate and score modes), rubric-based, and learned from anchor pairs.
 
-Why a package of them: every predictor here fills the same ``WorldModel`` slot (DESIGN.md §2) at a
+Why a package of them: every predictor here fills the same ``WorldModel`` slot (docs/method.md) at a
 different price and quality, from a free hand-written rubric to an LLM that prints the sandbox report;
 a trainer switches between them without other changes. The LLM backends themselves (transformers,
 vLLM, OpenAI-compatible HTTP) live in ``wmrl_adapters``; this package only defines their protocols.

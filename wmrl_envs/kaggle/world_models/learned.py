@@ -25,7 +25,8 @@ weight 0 in every member, so the ensemble is *certain* about solutions unlike an
 the opposite of what anchor selection needs.)
 
 Before ``min_observations`` real rewards have been observed it is not fitted: it returns the base
-model's predictions unchanged, or ``None`` rewards when it has no base — never 0 (DESIGN.md §4).
+model's predictions unchanged, or ``None`` rewards when it has no base — never 0
+(docs/design.md, the contracts).
 
 Example:
     >>> from wmrl_envs.world_model import WorldModelQuery

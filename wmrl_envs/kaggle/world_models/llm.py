@@ -1,7 +1,7 @@
 """LLM world models: a prompted execution simulator, and a one-forward-pass score estimator.
 
 Why this module: WMRL's world model is a language model prompted, not fine-tuned, to play the
-sandbox (DESIGN.md §2). It reads the task's public description and the agent's solution and prints
+sandbox (docs/method.md). It reads the task's public description and the agent's solution and prints
 what the sandbox would have printed, in the env's own feedback format, so the predicted status and
 score can be read back with the same parser the real env's logs go through. Everything that can go
 wrong with an LLM answer (rambling past the token budget, prose instead of a report, a solution longer
@@ -392,7 +392,7 @@ class KaggleExecutionTemplate:
     ``ladder.reward(status, position_score(public_score, leaderboard, higher_is_better))``.
 
     Attributes:
-        ladder: the reward ladder (DESIGN.md §4 defaults).
+        ladder: the reward ladder (docs/design.md, the reward ladder defaults).
         history_turns: how many previous feedback reports of the episode the prompt shows.
         history_chars: each shown report is cut to this many characters.
         few_shot: whether the system message shows example reports (the format is few-shot).

@@ -22,7 +22,7 @@ gets the same position on a 300-row task where it overfits as on a 30,000-row ta
 runtime error the code would hit on real data (a dtype, a missing value) is invisible to it; two
 solutions with the same recipe but different feature engineering get the same score. That is a
 systematic, task-dependent bias b(τ) plus an unstructured residual ξ(τ) — exactly the error model
-r̂ = r + b + ξ of DESIGN.md §2 that Online Debiasing and Inverse-Variance Denoising exist to correct.
+r̂ = r + b + ξ of docs/method.md that Online Debiasing and Inverse-Variance Denoising exist to correct.
 An optional hashed jitter (``noise_std``) adds controlled, reproducible noise for experiments.
 
 Example:
