@@ -179,3 +179,86 @@ def test_reference_leaderboard_can_be_built_for_a_loaded_competition(tmp_path: P
     scores = {entry.name: entry.score for entry in record.entries}
     assert scores["prior"] == 0.5
     assert scores["linear_numeric"] is not None and scores["linear_numeric"] > 0.7
+
+
+def _move_to_config_paths(competition: Path) -> None:
+    """Move the answers and the sample submission to non-default places that only config.yaml names,
+    and leave a decoy of wrong answers at the default path (a loader that assumed it would grade 0)."""
+    public, private = competition / "prepared" / "public", competition / "prepared" / "private"
+    (private / "v2").mkdir()
+    (private / "test.csv").rename(private / "v2" / "gold.csv")
+    (public / "sample_submission.csv").rename(public / "format.csv")
+    decoy = pd.read_csv(private / "v2" / "gold.csv")
+    decoy.assign(Transported=~decoy["Transported"]).to_csv(private / "test.csv", index=False)
+    (competition / "config.yaml").write_text(
+        "# MLE-bench competition config\nid: spaceship-titanic\nname: Spaceship Titanic\n"
+        "competition_type: simple\nawards_medals: true\nprizes:\n  - position: 1\n    value: 10000\n"
+        "description: mlebench/competitions/spaceship-titanic/description.md\n\ndataset:\n"
+        "  answers: spaceship-titanic/prepared/private/v2/gold.csv\n"
+        "  sample_submission: 'spaceship-titanic/prepared/public/format.csv'\n\n"
+        "grader:\n  name: accuracy\n  grade_fn: mlebench.competitions.spaceship-titanic.grade:grade\n"
+        "preparer: mlebench.competitions.spaceship-titanic.prepare:prepare\n"
+    )
+
+
+def test_mlebench_answers_and_sample_submission_are_read_where_config_yaml_puts_them(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path)
+    _move_to_config_paths(directory)
+    competition = load_competition(directory)
+    assert Path(competition.answers_path) == (directory / "prepared/private/v2/gold.csv").resolve()
+    assert (competition.id_column, competition.target) == ("PassengerId", "Transported")
+    assert competition.test_file == "test.csv" and competition.train_file == "train.csv"
+
+    answers = competition.load_answers()
+    answers[["PassengerId", "Transported"]].to_csv(tmp_path / "submission.csv", index=False)
+    assert score_submission(tmp_path / "submission.csv", competition).score == 1.0, (
+        "graded against the decoy at the default path, not the answers config.yaml names"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ("/etc/passwd", "is absolute"),
+        ("../outside.csv", "outside the competition directory"),
+        ("spaceship-titanic/../other-competition/prepared/private/test.csv", "outside the competition"),
+        ("spaceship-titanic/prepared/private/missing.csv", "does not exist"),
+    ],
+)
+def test_mlebench_config_paths_that_leave_the_competition_or_are_missing_are_refused(
+    tmp_path: Path, answers: str, message: str
+) -> None:
+    directory = _mlebench_dir(tmp_path / "data")
+    other = tmp_path / "data" / "other-competition" / "prepared" / "private"
+    other.mkdir(parents=True)
+    (other / "test.csv").write_text("PassengerId,Transported\n")
+    (tmp_path / "outside.csv").write_text("PassengerId,Transported\n")
+    (directory / "config.yaml").write_text(f"id: spaceship-titanic\ndataset:\n  answers: {answers}\n")
+    with pytest.raises(ConfigError, match=message) as error:
+        load_mlebench_competition(directory, metric="accuracy")
+    assert "config.yaml" in str(error.value) and "dataset.answers" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("dataset: [a, b]\ngrader:\n  name: accuracy\n", "'dataset' is"),
+        ("id: x\nthis line is not yaml\n", "line 2"),
+        (b"\xff\xfe\x00garbage", "cannot read"),
+    ],
+)
+def test_a_corrupt_mlebench_config_names_the_file(tmp_path: Path, text: str | bytes, message: str) -> None:
+    directory = _mlebench_dir(tmp_path)
+    config = directory / "config.yaml"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError, match=message) as error:
+        load_mlebench_competition(directory, metric="accuracy")
+    assert str(config) in str(error.value)
+
+
+def test_mlebench_without_config_or_default_answers_names_the_missing_key(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path)
+    (directory / "config.yaml").unlink()
+    (directory / "prepared" / "private" / "test.csv").unlink()
+    with pytest.raises(ConfigError, match=r"config\.yaml gives no dataset\.answers"):
+        load_mlebench_competition(directory, metric="accuracy")

@@ -23,11 +23,16 @@ Layouts (what each loader assumes; all three keep hidden answers outside the pub
 
       <id>/prepared/public/...                 description.md, sample_submission.csv, train/test files
       <id>/prepared/private/test.csv           answers in the sample submission's columns
-      <info_dir>/config.yaml                   optional: ``grader: name:`` gives the metric
+      <info_dir>/config.yaml                   ``dataset: answers:`` / ``sample_submission:`` locate
+                                               the answers and the schema; ``grader: name:`` the metric
       <info_dir>/description.md                optional if the public dir holds one
       <info_dir>/leaderboard.csv               optional: a ``score`` column, best first
 
   ``info_dir`` is MLE-bench's ``mlebench/competitions/<id>/`` folder and defaults to ``<id>/`` itself.
+  As MLE-bench's registry does, the ``dataset`` paths are read relative to the data directory (the
+  parent of ``<id>/``), so they start with the competition id; a path that resolves outside ``<id>/``
+  is refused, so a hostile config cannot point the grader at another competition's or the host's
+  files. Without a ``dataset`` entry the paths ``mlebench prepare`` writes are used.
 
 * **MLE-Dojo** (``prepare.py --data-dir ...``; ``<data-dir>/<competition>/``)::
 
@@ -70,6 +75,7 @@ __all__ = [
     "load_wmrl_competition",
     "load_mlebench_competition",
     "load_mledojo_competition",
+    "read_mlebench_config",
     "describe_public_files",
 ]
 
@@ -274,21 +280,118 @@ def load_wmrl_competition(directory: Path) -> Competition:
     )
 
 
-def _grader_name(config_path: Path) -> str | None:
-    """``grader: name:`` from an MLE-bench ``config.yaml`` (read without a YAML dependency)."""
-    if not config_path.is_file():
+_YAML_KEY = re.compile(r"^(?P<indent>[ \t]*)(?P<key>[\w.-]+):(?:[ \t]+(?P<value>.*?))?[ \t]*$")
+
+
+def _yaml_scalar(text: str | None) -> str | None:
+    if text is None or text in ("", "~", "null", "Null", "NULL"):
         return None
-    pattern = r"^grader:\s*\n(?:[ \t]+.*\n)*?[ \t]+name:[ \t]*['\"]?([\w.-]+)"
-    match = re.search(pattern, config_path.read_text(), re.MULTILINE)
-    return match.group(1) if match else None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def read_mlebench_config(path: Path) -> dict[str, str | dict[str, str | None] | None]:
+    """The keys of an MLE-bench ``config.yaml`` that a grader needs, read without a YAML dependency.
+
+    MLE-bench's configs are flat: top-level ``key: value`` lines and one-level sections (``dataset:``,
+    ``grader:``) of ``key: value`` lines. That subset is what is read; lists and deeper nesting (the
+    ``prizes`` entries) are skipped, comments and quotes are stripped. ``null`` reads as ``None``.
+
+    Args:
+        path: the ``config.yaml``.
+
+    Returns:
+        Top-level keys to a scalar, or to a dict for a section.
+
+    Raises:
+        ConfigError: the file cannot be read, or a top-level line is not ``key: value`` (the message
+            names the file and the line).
+
+    Example:
+        >>> import tempfile
+        >>> config = Path(tempfile.mkdtemp()) / "config.yaml"
+        >>> _ = config.write_text("id: x\\ngrader:\\n  name: accuracy  # metric\\n")
+        >>> read_mlebench_config(config)
+        {'id': 'x', 'grader': {'name': 'accuracy'}}
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the MLE-bench config {path}: {exc}") from exc
+    config: dict[str, str | dict[str, str | None] | None] = {}
+    section: dict[str, str | None] | None = None
+    section_indent: str | None = None
+    for number, raw in enumerate(lines, start=1):
+        line = re.sub(r"(^|[ \t])#.*$", "", raw).rstrip()
+        if not line.strip() or line.strip() == "---":
+            continue
+        match = _YAML_KEY.match(line)
+        indent = line[: len(line) - len(line.lstrip())]
+        if not indent:
+            if match is None:
+                raise ConfigError(
+                    f"{path} line {number}: {raw.strip()!r} is not 'key: value'; is this MLE-bench's "
+                    "competition config.yaml?"
+                )
+            value = match.group("value")
+            section = {} if value is None else None
+            section_indent = None
+            config[match.group("key")] = section if value is None else _yaml_scalar(value)
+        elif section is not None:
+            section_indent = indent if section_indent is None else section_indent
+            if indent == section_indent and match is not None:
+                section[match.group("key")] = _yaml_scalar(match.group("value"))
+    return config
+
+
+def _mlebench_config(path: Path) -> dict[str, str | dict[str, str | None] | None]:
+    return read_mlebench_config(path) if path.is_file() else {}
+
+
+def _config_section(
+    config: dict[str, str | dict[str, str | None] | None], key: str, path: Path
+) -> dict[str, str | None]:
+    value = config.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: {key!r} is {value!r}; MLE-bench expects a section of 'name: value' lines")
+    return value
+
+
+def _mlebench_data_path(
+    dataset: dict[str, str | None], key: str, *, config_path: Path, directory: Path
+) -> Path | None:
+    """``dataset.<key>`` of an MLE-bench config (``None`` if absent), resolved as MLE-bench's registry
+    does (relative to the data directory) and kept inside the competition ``directory``."""
+    value = dataset.get(key)
+    if value is None:
+        return None
+    if Path(value).is_absolute():
+        raise ConfigError(
+            f"{config_path}: dataset.{key}={value!r} is absolute; MLE-bench paths are relative to the "
+            f"data directory and start with the competition id, e.g. {directory.name}/prepared/..."
+        )
+    resolved = (directory.parent / value).resolve()
+    if not resolved.is_relative_to(directory.resolve()):
+        raise ConfigError(
+            f"{config_path}: dataset.{key}={value!r} resolves to {resolved}, outside the competition "
+            f"directory {directory.resolve()}; refusing to read it"
+        )
+    if not resolved.is_file():
+        raise ConfigError(
+            f"{config_path}: dataset.{key}={value!r} points at {resolved}, which does not exist"
+        )
+    return resolved
 
 
 def _first_existing(*paths: Path) -> Path | None:
     return next((path for path in paths if path.is_file()), None)
 
 
-def _infer_columns(public_dir: Path) -> tuple[str, str, Path]:
-    sample = public_dir / "sample_submission.csv"
+def _infer_columns(public_dir: Path, sample: Path | None = None) -> tuple[str, str, Path]:
+    sample = sample or public_dir / "sample_submission.csv"
     if not sample.is_file():
         candidates = sorted(public_dir.glob("*ample*ubmission*.csv"))
         if not candidates:
@@ -361,6 +464,7 @@ def _outside_competition(
     competition_id: str,
     public_dir: Path,
     answers_path: Path,
+    sample_path: Path | None = None,
     description_path: Path | None,
     metric_name: str,
     higher_is_better: bool | None,
@@ -372,7 +476,7 @@ def _outside_competition(
     if not public_dir.is_dir():
         raise DataError(f"public dir {public_dir} not found; is the competition prepared?")
     metric = metric_from_alias(metric_name)
-    id_column, target, sample = _infer_columns(public_dir)
+    id_column, target, sample = _infer_columns(public_dir, sample_path)
     train_path, train_target = _train_file(public_dir, target, sample)
     test_path = _test_file(public_dir, id_column, train_target, (sample, train_path))
     train = pd.read_csv(train_path)
@@ -419,6 +523,10 @@ def load_mlebench_competition(
 ) -> Competition:
     """Load a competition prepared by MLE-bench (``<id>/prepared/{public,private}``).
 
+    The answers and the sample submission are where ``config.yaml``'s ``dataset:`` section says
+    (relative to ``directory``'s parent, MLE-bench's data directory); without it, where
+    ``mlebench prepare`` writes them.
+
     Args:
         directory: the competition's data dir, e.g. ``~/.cache/mle-bench/data/spaceship-titanic``.
         info_dir: MLE-bench's ``mlebench/competitions/<id>/`` (config.yaml, description.md,
@@ -428,18 +536,35 @@ def load_mlebench_competition(
         task_type: defaults to an inference from the metric and the answers.
 
     Raises:
-        ConfigError: no metric given or found, or the metric is unknown.
+        ConfigError: no metric given or found, or the metric is unknown; ``config.yaml`` is unreadable,
+            or a ``dataset`` path is absolute, leaves the competition directory or names a missing
+            file; no answers are found (the message names the file and the key).
         DataError: the layout is incomplete.
     """
     directory = Path(directory)
     info = Path(info_dir) if info_dir is not None else directory
     public_dir = directory / "prepared" / "public"
-    metric_name = metric or _grader_name(info / "config.yaml")
+    config_path = info / "config.yaml"
+    config = _mlebench_config(config_path)
+    metric_name = metric or _config_section(config, "grader", config_path).get("name")
     if metric_name is None:
         raise ConfigError(
-            f"no metric for {directory.name!r}: pass metric=... or provide {info / 'config.yaml'} with "
+            f"no metric for {directory.name!r}: pass metric=... or provide {config_path} with "
             "'grader: name: <metric>'"
         )
+    dataset = _config_section(config, "dataset", config_path)
+    answers_path, sample_path = (
+        _mlebench_data_path(dataset, key, config_path=config_path, directory=directory)
+        for key in ("answers", "sample_submission")
+    )
+    if answers_path is None:
+        answers_path = directory / "prepared" / "private" / "test.csv"
+        if not answers_path.is_file():
+            raise ConfigError(
+                f"no hidden answers for {directory.name!r}: {config_path} gives no dataset.answers and the "
+                f"default {answers_path} does not exist; add 'dataset: answers: {directory.name}/...' to "
+                "the config or re-run `mlebench prepare`"
+            )
     board_path = info / "leaderboard.csv"
     leaderboard = read_leaderboard_csv(board_path, higher_is_better) if board_path.is_file() else None
     if higher_is_better is None and leaderboard is not None:
@@ -447,7 +572,8 @@ def load_mlebench_competition(
     return _outside_competition(
         competition_id=directory.name,
         public_dir=public_dir,
-        answers_path=directory / "prepared" / "private" / "test.csv",
+        answers_path=answers_path,
+        sample_path=sample_path,
         description_path=_first_existing(public_dir / "description.md", info / "description.md"),
         metric_name=metric_name,
         higher_is_better=higher_is_better,
