@@ -32,6 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from wmrl_adapters.train.world_models import (
+    EMBEDDINGS,
+    WORLD_MODEL_ALIASES,
+    WORLD_MODEL_SPECS,
+    build_world_model,
+    is_world_model_spec,
+    resolve_world_model_spec,
+)
+
 from wmrl_algos.errors import ConfigError, DataError
 from wmrl_envs.fidelity import (
     ExecutionCache,
@@ -55,7 +64,6 @@ from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
 from wmrl_envs.world_model import WorldModel
 
 __all__ = [
-    "WORLD_MODEL_NAMES",
     "FidelityArgs",
     "FidelityReport",
     "SandboxExecutor",
@@ -67,9 +75,6 @@ __all__ = [
     "main",
 ]
 
-WORLD_MODEL_NAMES = ("rubric", "learned", "learned+rubric", "llm-transformers", "llm-http")
-"""World models :func:`make_world_model` builds by name."""
-
 _SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -78,7 +83,10 @@ class FidelityArgs:
     """What ``wmrl fidelity`` measures and where it writes.
 
     Attributes:
-        world_models: names from :data:`WORLD_MODEL_NAMES`, each evaluated on the same corpus.
+        world_models: world-model specs, as ``wmrl train --world-model`` spells them
+            (:data:`~wmrl_adapters.train.world_models.WORLD_MODEL_SPECS`: ``rubric``, ``learned``,
+            ``learned+rubric``, ``llm:transformers[=MODEL_DIR]``, ``llm:http://HOST:PORT/v1``) or the
+            older names ``llm-transformers`` / ``llm-http``; each is evaluated on the same corpus.
         competitions: competition ids to use; empty: every competition of ``split``.
         split: which part of the suite when ``competitions`` is empty (``train``, ``heldout``, ``all``).
         references: include the reference population of each competition.
@@ -97,7 +105,8 @@ class FidelityArgs:
         llm_max_cases: the LLM world models see at most this many cases (a seeded subset, whole tasks
             first); they take seconds per prediction on CPU. 0 means all.
         llm_max_new_tokens: generation budget of the LLM world models.
-        llm_model: model folder for ``llm-transformers`` (``None``: the offline SmolLM2-135M-Instruct).
+        llm_model: model folder for ``llm:transformers`` / ``llm-transformers`` (``None``: the offline
+            SmolLM2-135M-Instruct).
         llm_base_url: OpenAI-compatible server for ``llm-http``.
         batch_size: queries per ``predict`` call.
         seed: seed of the calibration split and subsets.
@@ -126,11 +135,15 @@ class FidelityArgs:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        unknown = [name for name in self.world_models if name not in WORLD_MODEL_NAMES]
+        unknown = [
+            name
+            for name in self.world_models
+            if name not in WORLD_MODEL_ALIASES and not is_world_model_spec(name)
+        ]
         if unknown or not self.world_models:
             raise ConfigError(
-                f"world_models={self.world_models!r}: unknown {unknown}; "
-                f"choose from {list(WORLD_MODEL_NAMES)}"
+                f"world_models={self.world_models!r}: unknown {unknown}; choose from "
+                f"{', '.join(WORLD_MODEL_SPECS)} (or the older names {', '.join(WORLD_MODEL_ALIASES)})"
             )
         if not self.references and self.rollouts is None:
             raise ConfigError("references=False and no rollouts: the corpus is empty; enable one of them")
@@ -139,14 +152,22 @@ class FidelityArgs:
                 f"timeout_s={self.timeout_s}, memory_mb={self.memory_mb}; "
                 "pass a positive timeout and >= 64 MB"
             )
-        if self.embeddings not in ("none", "minilm"):
-            raise ConfigError(f"embeddings={self.embeddings!r}; use 'none' or 'minilm'")
+        if self.embeddings not in EMBEDDINGS:
+            raise ConfigError(f"embeddings={self.embeddings!r}; use one of {', '.join(EMBEDDINGS)}")
         if self.llm_max_cases < 0 or self.batch_size < 1:
             raise ConfigError(
                 f"llm_max_cases={self.llm_max_cases}, batch_size={self.batch_size}; pass >= 0 and >= 1"
             )
-        if "llm-http" in self.world_models and not self.llm_base_url:
-            raise ConfigError("world model 'llm-http' needs llm_base_url (e.g. http://127.0.0.1:8000/v1)")
+        for name in self.world_models:
+            self.spec(name)
+
+    def spec(self, name: str) -> str:
+        """The canonical world-model spec of ``name``, with ``llm_model`` / ``llm_base_url`` filled in.
+
+        Raises:
+            ConfigError: an unknown name, or ``llm-http`` without ``llm_base_url``.
+        """
+        return resolve_world_model_spec(name, llm_model=self.llm_model, llm_base_url=self.llm_base_url)
 
 
 @dataclass(frozen=True)
@@ -341,41 +362,18 @@ def rollout_cases(suite: KaggleSuite, path: Path) -> list[FidelityCase]:
 
 
 def make_world_model(name: str, args: FidelityArgs) -> WorldModel:
-    """Build a world model by name (see :data:`WORLD_MODEL_NAMES`).
+    """Build the world model ``name`` with ``args``' embedder, LLM model, server and generation budget.
+
+    The builder is :func:`wmrl_adapters.train.world_models.build_world_model`, the trainer's, so a spec
+    measured here is the world model ``wmrl train --world-model`` trains with.
 
     Raises:
-        ConfigError: unknown name.
+        ConfigError: unknown name (the message lists the valid ones).
         MissingDependencyError: the model's optional dependency is missing.
     """
-    from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel
-    from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
-
-    if name == "rubric":
-        return RubricWorldModel()
-    if name in ("learned", "learned+rubric"):
-        embedder = None
-        if args.embeddings == "minilm":
-            from wmrl_adapters.embeddings import MiniLMEmbedder
-
-            embedder = MiniLMEmbedder()
-        base = RubricWorldModel() if name == "learned+rubric" else None
-        model = LearnedWorldModel(base, embedder=embedder)
-        if embedder is not None:
-            model.name += "+minilm"
-        return model
-    if name in ("llm-transformers", "llm-http"):
-        from wmrl_envs.kaggle.world_models.llm import LLMWorldModel, LLMWorldModelConfig
-
-        config = LLMWorldModelConfig(max_new_tokens=args.llm_max_new_tokens)
-        if name == "llm-transformers":
-            from wmrl_adapters.transformers_backend import TransformersBackend, TransformersConfig
-
-            return LLMWorldModel(TransformersBackend(TransformersConfig(model=args.llm_model)), config=config)
-        from wmrl_adapters.openai_backend import OpenAIClientConfig, OpenAICompatibleBackend
-
-        backend = OpenAICompatibleBackend(OpenAIClientConfig(base_url=str(args.llm_base_url)))
-        return LLMWorldModel(backend, config=config)
-    raise ConfigError(f"unknown world model {name!r}; choose from {list(WORLD_MODEL_NAMES)}")
+    return build_world_model(
+        args.spec(name), embeddings=args.embeddings, llm_max_new_tokens=args.llm_max_new_tokens
+    )
 
 
 def run_fidelity(args: FidelityArgs) -> FidelityReport:
@@ -469,7 +467,10 @@ def run_fidelity(args: FidelityArgs) -> FidelityReport:
 
 
 _ARGUMENT_HELP = {
-    "world_models": f"comma-separated world models from {', '.join(WORLD_MODEL_NAMES)}",
+    "world_models": (
+        "comma-separated world models, as wmrl train --world-model spells them: "
+        f"{', '.join(WORLD_MODEL_SPECS)} (older names {', '.join(WORLD_MODEL_ALIASES)} still work)"
+    ),
     "competitions": "comma-separated competition ids (default: every competition of --split)",
     "split": "suite split when --competitions is not given: train, heldout or all",
     "reference_names": "comma-separated subset of the reference population (default: all 14)",
@@ -479,10 +480,10 @@ _ARGUMENT_HELP = {
     "memory_mb": "per-execution memory limit in MB",
     "cache": "execution cache JSONL (default: ~/.cache/wmrl/fidelity/executions.jsonl)",
     "output_dir": "where the table and the plots are written",
-    "embeddings": "none or minilm (code embeddings for the learned world models)",
+    "embeddings": f"{' or '.join(EMBEDDINGS)} (code embeddings for the learned world models)",
     "llm_max_cases": "cases the LLM world models see (whole tasks first; 0 = all)",
     "llm_max_new_tokens": "generation budget of the LLM world models",
-    "llm_model": "model folder for llm-transformers (default: offline SmolLM2-135M-Instruct)",
+    "llm_model": "model folder for llm:transformers (default: offline SmolLM2-135M-Instruct)",
     "llm_base_url": "OpenAI-compatible server for llm-http, e.g. http://127.0.0.1:8000/v1",
     "batch_size": "queries per predict call",
     "seed": "seed of the calibration split and of subsets",

@@ -7,7 +7,9 @@ execution, as a Kaggle entry counts its best submission. Its compute goes into i
 :class:`~wmrl_adapters.train.execution.ComputeMeter`, never into training compute.
 
 Competitions: the suite's held-out split (default), suite ids, or any competition directory in the
-suite's format, MLE-bench's (``prepared/public``, metric from its ``config.yaml``) or MLE-Dojo's.
+suite's format, MLE-bench's (``prepared/public``; the metric, the hidden answers and the sample
+submission from its ``config.yaml``, see :func:`wmrl_envs.kaggle.competition.load_mlebench_competition`)
+or MLE-Dojo's.
 """
 
 from __future__ import annotations
