@@ -12,6 +12,8 @@ WMRL_LLAMA_BUILD=background bash scripts/install.sh test
 # The embodied stack (LeRobot 0.6 + LIBERO + robosuite 1.4 in its own Python 3.12 venv; ~12 min once, then
 # seconds): the embodied-marked tests run the real simulator in a worker under it.
 bash scripts/embodied.sh || echo "[test] WARNING: the embodied stack could not be built; embodied-marked tests will skip" >&2
+# verl 0.9 in its own Python 3.11 venv (it pins an older transformers; a few minutes once, then seconds).
+bash scripts/verl.sh || echo "[test] WARNING: the verl venv could not be built; verl-marked tests will skip" >&2
 # A real Docker engine for the docker-marked tests (no systemd: dockerd is started directly).
 if docker_env="$(bash scripts/docker_engine.sh start)"; then
     export "$docker_env"
