@@ -28,7 +28,16 @@ from typing import Any, Literal
 
 from wmrl_algos.errors import ConfigError
 
-__all__ = ["ALGOS", "WORLD_MODELS", "POLICIES", "TrainConfig", "load_config", "paper_config"]
+__all__ = [
+    "ALGOS",
+    "EMBODIED_ALGOS",
+    "POLICIES",
+    "WORLD_MODELS",
+    "EmbodiedConfig",
+    "TrainConfig",
+    "load_config",
+    "paper_config",
+]
 
 Algo = Literal["grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
 ALGOS: tuple[str, ...] = ("grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl")
@@ -64,6 +73,13 @@ class TrainConfig:
     )
     llm_model: str = field(
         default="", metadata=_help("--policy llm: model directory (empty: the agent's default).")
+    )
+    llm_settings: str | None = field(
+        default=None,
+        metadata=_help(
+            "--policy llm: LLMAgentConfig fields as key=value pairs separated by commas, e.g. "
+            "lora_rank=8,max_new_tokens=256 (unset: the agent's defaults; see wmrl_adapters.llm_agent)."
+        ),
     )
     seed: int = field(
         default=0, metadata=_help("Seeds the policy, the task draw, the anchor plan and resets.")
@@ -170,18 +186,18 @@ class TrainConfig:
         return {key: value for key, value in self.to_dict().items() if key != "progress"}
 
 
-def check_keys(values: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming unknown keys and listing the valid ones."""
-    valid = [f.name for f in dataclasses.fields(TrainConfig)]
+def check_keys(values: dict[str, Any], cls: type = TrainConfig) -> None:
+    """Raise :class:`ConfigError` naming unknown keys and listing the valid ones (of config class ``cls``)."""
+    valid = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(valid))
     if unknown:
         raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {', '.join(valid)}")
 
 
-def coerce(key: str, text: str) -> Any:
-    """Parse a command-line value for field ``key`` by the field's type."""
-    check_keys({key: text})
-    kind = {f.name: f.type for f in dataclasses.fields(TrainConfig)}[key]
+def coerce(key: str, text: str, cls: type = TrainConfig) -> Any:
+    """Parse a command-line value for field ``key`` of config class ``cls`` by the field's type."""
+    check_keys({key: text}, cls)
+    kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
     try:
         if kind in ("bool", bool):
             if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -196,8 +212,8 @@ def coerce(key: str, text: str) -> Any:
     return text
 
 
-def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """A config from a JSON file (any subset of the fields) plus overrides; defaults for the rest.
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None, cls: type = TrainConfig) -> Any:
+    """A ``cls`` config from a JSON file (any subset of the fields) plus overrides; defaults for the rest.
 
     Raises:
         ConfigError: unreadable file, unknown key or invalid value.
@@ -215,10 +231,158 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> T
                 f"config file {path} holds {type(values).__name__}; pass a JSON object of fields"
             )
     values.update(overrides or {})
-    check_keys(values)
-    return TrainConfig(**values)
+    check_keys(values, cls)
+    return cls(**values)
 
 
 def paper_config() -> TrainConfig:
     """The paper's scale (8 groups x 8 trajectories, up to 4 turns, 30 steps): for a GPU cluster."""
     return TrainConfig(groups=8, group_size=8, max_turns=4, steps=30, anchor_fraction=0.1)
+
+
+EMBODIED_ALGOS: tuple[str, ...] = ("sft", *ALGOS)
+"""``sft`` (demonstrations + behaviour cloning) and the RL algorithms of :data:`ALGOS`."""
+
+
+@dataclass(frozen=True)
+class EmbodiedConfig:
+    """Settings of one embodied run (``wmrl train --env robosuite:Lift`` / ``--env libero:SUITE[/IDS]``).
+
+    The defaults are the CPU scale of docs/embodied.md (8 groups x 4 episodes, 1 anchor group of 8).
+
+    Example:
+        >>> EmbodiedConfig(env="libero:libero_object/0", algo="wm").tasks()
+        [0]
+    """
+
+    env: str = field(
+        default="robosuite:Lift",
+        metadata=_help(
+            "robosuite:TASK (Lift, Stack, PickPlaceCan, PickPlace) or libero:SUITE[/IDS] (e.g. "
+            "libero:libero_object/0,3; all tasks of the suite without /IDS)."
+        ),
+    )
+    algo: str = field(
+        default="wmrl",
+        metadata=_help(
+            "sft (scripted demonstrations + behaviour cloning) | grpo (sparse success on every episode) | wm "
+            "(progress scores only) | wmrl (progress corrected by the anchor groups' success) | anchors "
+            "(success on the anchor groups only) | mix | od | ivd."
+        ),
+    )
+    policy: str = field(
+        default="gaussian-mlp",
+        metadata=_help("gaussian-mlp (CPU state policy) | lerobot:<pretrained policy dir> (a VLA, GPU)."),
+    )
+    init: str = field(
+        default="",
+        metadata=_help("Start from this policy checkpoint (an sft run's policy.pt); empty: fresh."),
+    )
+    world_model: str = field(
+        default="sim-state", metadata=_help("Progress scorer: sim-state (privileged) | learned (ensemble).")
+    )
+    collapse: str = field(default="potential", metadata=_help("Progress curve -> score: potential | max."))
+    seed: int = field(default=0, metadata=_help("Seeds the policy, init states, sampling and anchor plan."))
+    steps: int = field(default=6, metadata=_help("Training steps."))
+    groups: int = field(default=8, metadata=_help("Groups (init states) per step."))
+    group_size: int = field(default=4, metadata=_help("Episodes per group (same init state and seed)."))
+    anchor_fraction: float = field(default=0.125, metadata=_help("Share of groups with real success labels."))
+    min_pairs: int = field(default=8, metadata=_help("Anchor pairs before Online Debiasing fits."))
+    warmup_groups: int = field(default=3, metadata=_help("Anchor groups before IVD freezes eta2_cal."))
+    weighting: str = field(default="paper", metadata=_help("IVD weights: paper | agreement."))
+    horizon: int = field(default=60, metadata=_help("Step limit of an episode (Lift's own: 200)."))
+    cameras: str = field(
+        default="", metadata=_help("Comma-separated cameras to render (agentview, robot0_eye_in_hand).")
+    )
+    learning_rate: float = field(default=5e-4, metadata=_help("Adam learning rate of the policy."))
+    update_epochs: int = field(default=4, metadata=_help("Gradient steps per training step."))
+    clip: float = field(default=0.2, metadata=_help("GRPO ratio clip epsilon."))
+    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient-norm clip."))
+    init_std: float = field(default=0.3, metadata=_help("Initial action standard deviation."))
+    hidden: int = field(default=64, metadata=_help("Hidden width of the gaussian-mlp policy."))
+    demos: int = field(default=30, metadata=_help("sft: scripted demonstration episodes."))
+    demo_noise: float = field(default=0.3, metadata=_help("sft: executed-action noise of the demos (DART)."))
+    bc_epochs: int = field(default=200, metadata=_help("sft: behaviour-cloning epochs."))
+    eval_every: int = field(default=0, metadata=_help("Evaluate every N steps (0: only at the end)."))
+    eval_samples: int = field(default=20, metadata=_help("Evaluation episodes (fixed init states)."))
+    workers: int = field(default=2, metadata=_help("Simulator workers running episodes in parallel."))
+    checkpoint_every: int = field(default=1, metadata=_help("Save a checkpoint every N steps."))
+    progress: bool = field(default=True, metadata=_help("Show tqdm progress bars."))
+
+    def __post_init__(self) -> None:
+        if self.algo not in EMBODIED_ALGOS:
+            raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(EMBODIED_ALGOS)}")
+        kind, _, rest = self.env.partition(":")
+        if kind not in ("robosuite", "libero") or not rest:
+            raise ConfigError(
+                f"env={self.env!r}; pass robosuite:TASK (e.g. robosuite:Lift) or libero:SUITE[/IDS] "
+                "(e.g. libero:libero_object/0)"
+            )
+        self.tasks()
+        if self.world_model not in ("sim-state", "learned"):
+            raise ConfigError(f"world_model={self.world_model!r}; choose sim-state or learned")
+        if self.collapse not in ("potential", "max"):
+            raise ConfigError(f"collapse={self.collapse!r}; choose potential or max")
+        if self.weighting not in ("paper", "agreement"):
+            raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
+        positive = ("steps", "groups", "horizon", "update_epochs", "checkpoint_every", "workers", "demos")
+        for name in (*positive, "hidden", "bc_epochs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
+        if self.group_size < 2:
+            raise ConfigError(f"group_size={self.group_size}; GRPO needs >= 2 episodes per group")
+        for name in ("eval_every", "eval_samples", "seed", "warmup_groups", "min_pairs"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)!r}; pass 0 or more")
+        if not 0.0 < self.anchor_fraction <= 1.0:
+            raise ConfigError(f"anchor_fraction={self.anchor_fraction}; pass a share in (0, 1], e.g. 0.125")
+        if not (
+            self.learning_rate > 0 and self.max_grad_norm > 0 and self.init_std > 0 and 0 < self.clip < 1
+        ):
+            raise ConfigError(
+                f"learning_rate={self.learning_rate}, max_grad_norm={self.max_grad_norm}, init_std="
+                f"{self.init_std} must be > 0 and clip={self.clip} in (0, 1)"
+            )
+        if self.demo_noise < 0:
+            raise ConfigError(f"demo_noise={self.demo_noise}; pass a standard deviation >= 0")
+
+    @property
+    def kind(self) -> str:
+        """``"robosuite"`` or ``"libero"``."""
+        return self.env.partition(":")[0]
+
+    @property
+    def name(self) -> str:
+        """The robosuite task or the LIBERO suite."""
+        return self.env.partition(":")[2].partition("/")[0]
+
+    def tasks(self) -> list[int] | None:
+        """The LIBERO task ids of ``env`` (``None``: every task of the suite; robosuite: ``[0]``)."""
+        if self.kind == "robosuite":
+            return [0]
+        ids = self.env.partition(":")[2].partition("/")[2]
+        if not ids:
+            return None
+        try:
+            return [int(item) for item in ids.split(",")]
+        except ValueError:
+            raise ConfigError(
+                f"env={self.env!r}: task ids must be integers, e.g. libero:libero_10/0,3"
+            ) from None
+
+    def camera_list(self) -> tuple[str, ...]:
+        """The cameras to render, as a tuple."""
+        return tuple(item.strip() for item in self.cameras.split(",") if item.strip())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> EmbodiedConfig:
+        """A copy with ``changes`` (unknown keys raise :class:`ConfigError` listing the valid ones)."""
+        check_keys(changes, EmbodiedConfig)
+        return dataclasses.replace(self, **changes)
+
+    def learning_settings(self) -> dict[str, Any]:
+        """The fields that change what a run computes (everything except progress display)."""
+        return {key: value for key, value in self.to_dict().items() if key != "progress"}

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["plot_run"]
+__all__ = ["EMBODIED_PANELS", "KAGGLE_PANELS", "plot_run"]
 
-_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+Panels = tuple[tuple[str, tuple[str, ...]], ...]
+
+KAGGLE_PANELS: Panels = (
     ("reward (ladder value)", ("reward/real_mean", "reward/predicted_mean", "reward/calibrated_mean")),
     ("anchor weight (IVD)", ("wmrl/anchor_weight",)),
     ("bias reduction (OD)", ("wmrl/bias_reduction",)),
@@ -21,10 +23,23 @@ _PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("held-out position score", ("eval/position",)),
     ("policy", ("losses/entropy", "losses/approx_kl")),
 )
+"""The Kaggle trainer's panels: (title, metric keys) each."""
+
+EMBODIED_PANELS: Panels = (
+    ("success rate", ("eval/success_rate", "diag/sim_success_rate")),
+    ("reward (success / progress)", ("reward/real_mean", "reward/predicted_mean", "reward/calibrated_mean")),
+    ("anchor weight (IVD)", ("wmrl/anchor_weight",)),
+    ("bias reduction (OD)", ("wmrl/bias_reduction",)),
+    ("scorer AUROC on own rollouts", ("diag/scorer_auroc", "diag/calibrated_auroc")),
+    ("policy", ("losses/action_std", "losses/approx_kl")),
+)
+"""The embodied trainer's panels (``diag/`` keys use every episode's simulator outcome: diagnostics only)."""
 
 
-def plot_run(lines: Sequence[Mapping[str, float]], out_dir: Path) -> list[Path]:
-    """Write ``training.png`` (six panels against the step) into ``out_dir``; returns the files written."""
+def plot_run(
+    lines: Sequence[Mapping[str, float]], out_dir: Path, panels: Panels = KAGGLE_PANELS
+) -> list[Path]:
+    """Write ``training.png`` (six ``panels`` against the step) into ``out_dir``; returns the files."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -32,7 +47,7 @@ def plot_run(lines: Sequence[Mapping[str, float]], out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     figure, axes = plt.subplots(2, 3, figsize=(14, 7))
-    for axis, (title, keys) in zip(axes.flat, _PANELS, strict=True):
+    for axis, (title, keys) in zip(axes.flat, panels, strict=True):
         for key in keys:
             points = [(line["step"], line[key]) for line in lines if key in line]
             if points:

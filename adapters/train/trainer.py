@@ -28,12 +28,6 @@ actually burnt. Evaluation compute is reported apart (``eval/...``).
 from __future__ import annotations
 
 import copy
-import io
-import json
-import os
-import random
-import signal
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,13 +35,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from wmrl_adapters.train.config import TrainConfig
 from wmrl_adapters.train.evaluate import EvalResult, evaluate_policy, resolve_competitions
 from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+from wmrl_adapters.train.rundir import (
+    CHECKPOINT,
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    RunTrainer,
+    learning_metrics,
+    read_metrics,
+    write_atomic,
+)
 from wmrl_adapters.train.world_models import NoWorldModel, build_world_model
 
-from wmrl_algos.errors import CheckpointError, ConfigError
+from wmrl_algos.errors import ConfigError
 from wmrl_algos.grpo import GRPOConfig, grpo_loss
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
 from wmrl_algos.types import ScoredGroup
@@ -58,13 +61,18 @@ from wmrl_envs.ledger import CostLedger
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, best_return
 from wmrl_envs.world_model import WorldModelQuery
 
-__all__ = ["Trainer", "correction_config", "build_policy", "write_atomic"]
-
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.jsonl"
-CONFIG = "config.json"
-SUMMARY = "summary.json"
-_TIMING_PREFIXES = ("cost/", "compute/", "time/", "eval/sandbox_cpu")
+__all__ = [
+    "CHECKPOINT",
+    "CONFIG",
+    "METRICS",
+    "SUMMARY",
+    "Trainer",
+    "build_policy",
+    "correction_config",
+    "learning_metrics",
+    "read_metrics",
+    "write_atomic",
+]
 
 
 def correction_config(config: TrainConfig) -> CorrectionConfig:
@@ -115,21 +123,7 @@ def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]
     settings: dict[str, Any] = {"seed": config.seed}
     if config.llm_model:
         settings["model"] = config.llm_model
-    return LLMAgent(LLMAgentConfig(**settings))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename: a failure leaves the old file intact."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    return LLMAgent(LLMAgentConfig.from_settings(config.llm_settings or "", **settings))
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -137,7 +131,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return float(np.mean(known)) if known else None
 
 
-class Trainer:
+class Trainer(RunTrainer):
     """One training run in a run directory (new or resumed).
 
     Args:
@@ -168,32 +162,7 @@ class Trainer:
         ray: str | None = None,
         cache: ExecutionCache | None = None,
     ) -> None:
-        self.run_dir = Path(run_dir)
-        saved = self.run_dir / CONFIG
-        if resume:
-            if not saved.is_file() or not (self.run_dir / CHECKPOINT).is_file():
-                raise CheckpointError(f"{self.run_dir} has no {CONFIG} and {CHECKPOINT}; nothing to resume")
-            previous = json.loads(saved.read_text())
-            current = config.learning_settings()
-            differing = sorted(
-                k
-                for k in current.keys() | previous.keys()
-                if k != "progress" and current.get(k) != previous.get(k)
-            )
-            if differing:
-                details = ", ".join(
-                    f"{k}: run {previous.get(k)!r} vs now {current.get(k)!r}" for k in differing
-                )
-                raise ConfigError(
-                    f"cannot resume {self.run_dir}: it was made with another config ({details}); resume "
-                    "without changing settings, or start a new run directory"
-                )
-        elif saved.is_file():
-            raise ConfigError(
-                f"{self.run_dir} already holds a run; pass --resume {self.run_dir} to continue it or choose "
-                "another --out directory (nothing was overwritten)"
-            )
-        self.config = config
+        self.open_run_dir(config, run_dir, resume)
         self.suite = suite if suite is not None else load_suite()
         self.train_ids = self._train_ids()
         self._eval_competitions: list[Competition] | None = None
@@ -211,8 +180,6 @@ class Trainer:
         self.policy_seconds = 0.0
         self.learn_seconds = 0.0
         self.wall_seconds = 0.0
-        self.step = 0
-        self.last_eval: dict[str, float] = {}
         executor = None
         if ray is not None:
             from wmrl_adapters.ray_exec import RayExecutor
@@ -233,14 +200,7 @@ class Trainer:
             ledger=self.ledger,
             executor=executor,
         )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._boundary: bytes | None = None
-        if resume:
-            self._load(self.run_dir / CHECKPOINT)
-        else:
-            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-            (self.run_dir / METRICS).write_text("")
-        self._tensorboard = self._open_tensorboard()
+        self.start_run_dir()
 
     # ----------------------------------------------------------------------------------------- setup
     def _train_ids(self) -> list[str]:
@@ -293,13 +253,6 @@ class Trainer:
             timeout_s=config.timeout_s,
             memory_mb=config.memory_mb,
         )
-
-    def _open_tensorboard(self) -> Any:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-        return SummaryWriter(str(self.run_dir / "tensorboard"))
 
     def eval_competitions(self) -> list[Competition]:
         """The evaluation tasks of ``config.eval_competitions`` (resolved once)."""
@@ -462,81 +415,18 @@ class Trainer:
             setattr(self.eval_meter, key, getattr(self.eval_meter, key) + result.compute[key])
         return result
 
-    # ----------------------------------------------------------------------------------- the loop
-    def run(self) -> dict[str, Any]:
-        """Train to ``config.steps`` (from where a resumed run stopped), evaluate, plot, summarise.
+    def evaluate_metrics(self) -> dict[str, float]:
+        """The ``eval/...`` metrics of :meth:`evaluate` (called by the run loop when due)."""
+        return self.evaluate().metrics()
 
-        Ctrl-C (SIGINT) or SIGTERM saves the last completed step's checkpoint before exiting.
-        """
-        config = self.config
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.getsignal(signal.SIGTERM) if in_main_thread else None
-        if previous is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-        metrics_path = self.run_dir / METRICS
-        try:
-            with tqdm(
-                total=config.steps,
-                initial=self.step,
-                desc=f"wmrl train {config.algo}",
-                disable=not config.progress,
-            ) as bar:
-                while self.step < config.steps:
-                    metrics = self.train_step()
-                    due = (
-                        config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps
-                    )
-                    if config.eval_samples and (due or self.step == config.steps):
-                        self.last_eval = self.evaluate().metrics()
-                        metrics.update(self.last_eval)
-                    with open(metrics_path, "a") as handle:
-                        handle.write(json.dumps(metrics, sort_keys=True) + "\n")
-                    self._log_tensorboard(metrics)
-                    self._boundary = self._state_bytes()
-                    if self.step % config.checkpoint_every == 0 or self.step == config.steps:
-                        write_atomic(self.run_dir / CHECKPOINT, self._boundary)
-                    bar.update(1)
-                    bar.set_postfix(
-                        real=metrics.get("reward/real_mean"), charged=metrics["compute/charged_total"]
-                    )
-        except KeyboardInterrupt:
-            if self._boundary is not None:
-                write_atomic(self.run_dir / CHECKPOINT, self._boundary)
-            print(
-                f"interrupted: checkpoint of step {self.step_saved()} in {self.run_dir}; continue with "
-                f"`wmrl train --resume {self.run_dir}`"
-            )
-            raise
-        finally:
-            if in_main_thread:
-                signal.signal(signal.SIGTERM, previous)
-            self.close()
-        return self._finish()
+    # ------------------------------------------------------------------------- run-directory hooks
+    def postfix(self, metrics: Mapping[str, float]) -> dict[str, Any]:
+        """The tqdm bar's mean real reward and charged compute."""
+        return {"real": metrics.get("reward/real_mean"), "charged": metrics["compute/charged_total"]}
 
-    def step_saved(self) -> int:
-        """The step of the checkpoint on disk (0 if none)."""
-        path = self.run_dir / CHECKPOINT
-        if not path.is_file():
-            return 0
-        return int(torch.load(path, weights_only=False)["step"])
-
-    def _finish(self) -> dict[str, Any]:
-        from wmrl_adapters.train.plots import plot_run
-
-        lines = read_metrics(self.run_dir / METRICS)
-        last = lines[-1] if lines else {}
-        plots = plot_run(lines, self.run_dir / "plots")
-        summary = {
-            "run_dir": str(self.run_dir),
-            "config": self.config.to_dict(),
-            "steps": self.step,
-            "final": last,
-            "eval": self.last_eval or {k: v for k, v in last.items() if k.startswith("eval/")},
-            "eval_compute": self.eval_meter.state_dict(),
-            "plots": [str(p) for p in plots],
-        }
-        (self.run_dir / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        return summary
+    def summary_extra(self) -> dict[str, Any]:
+        """The evaluation's own compute, kept apart from training compute."""
+        return {"eval_compute": self.eval_meter.state_dict()}
 
     def close(self) -> None:
         """Close the rollout's environments, the sandbox and the TensorBoard writer."""
@@ -544,31 +434,15 @@ class Trainer:
         close = getattr(self.sandbox, "close", None)
         if close is not None:
             close()
-        if self._tensorboard is not None:
-            self._tensorboard.close()
+        super().close()
 
-    def _log_tensorboard(self, metrics: Mapping[str, float]) -> None:
-        if self._tensorboard is None:
-            return
-        for key, value in metrics.items():
-            if key != "step":
-                self._tensorboard.add_scalar(key, value, self.step)
-
-    # ---------------------------------------------------------------------------------- checkpoints
-    def _state_bytes(self) -> bytes:
-        state = {
-            "format": 1,
-            "step": self.step,
-            "config": self.config.learning_settings(),
+    def extra_state(self) -> dict[str, Any]:
+        """Policy, optimiser, correction and world-model state, ledger, meters, execution cache, seconds."""
+        return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "loop": self.loop.state_dict(),
             "world_model": getattr(self.world_model, "state_dict", dict)(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-            },
             "ledger": self.ledger.state_dict(),
             "meter": self.meter.state_dict(),
             "eval_meter": self.eval_meter.state_dict(),
@@ -578,26 +452,15 @@ class Trainer:
                 "learn": self.learn_seconds,
                 "wall": self.wall_seconds,
             },
-            "last_eval": self.last_eval,
         }
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        return buffer.getvalue()
 
-    def _load(self, path: Path) -> None:
-        try:
-            state = torch.load(path, weights_only=False)
-        except Exception as error:  # a torn or foreign file: say which, never guess
-            raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
-        self.step = int(state["step"])
+    def restore_extra(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.loop.load_state_dict(state["loop"])
         if state["world_model"] and hasattr(self.world_model, "load_state_dict"):
             self.world_model.load_state_dict(state["world_model"])
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
         self.ledger.load_state_dict(state["ledger"])
         self.meter.load_state_dict(state["meter"])
         self.eval_meter.load_state_dict(state["eval_meter"])
@@ -606,28 +469,3 @@ class Trainer:
         self.policy_seconds = state["seconds"]["policy"]
         self.learn_seconds = state["seconds"]["learn"]
         self.wall_seconds = state["seconds"]["wall"]
-        self.last_eval = dict(state["last_eval"])
-        lines = [line for line in read_metrics(self.run_dir / METRICS) if line["step"] <= self.step]
-        write_atomic(
-            self.run_dir / METRICS,
-            "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode(),
-        )
-        self._boundary = None
-
-
-def read_metrics(path: Path) -> list[dict[str, float]]:
-    """The metrics lines of a run (a torn last line from a killed run is skipped)."""
-    if not path.is_file():
-        return []
-    lines = []
-    for text in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(text))
-        except ValueError:
-            continue
-    return lines
-
-
-def learning_metrics(line: Mapping[str, float]) -> dict[str, float]:
-    """A metrics line without its timing/compute keys (what must be identical after an exact resume)."""
-    return {key: value for key, value in line.items() if not key.startswith(_TIMING_PREFIXES)}

@@ -1,0 +1,325 @@
+"""The run-directory machinery shared by ``wmrl train``'s trainers (Kaggle code agent and embodied policy).
+
+Why a shared base: what makes a run reproducible and inspectable is the same whatever is trained: the
+resolved ``config.json``, one ``metrics.jsonl`` line per step, a ``checkpoint.pt`` written atomically
+(temporary file + rename) with the RNG states, ``--resume`` that refuses other settings and recomputes
+the metrics after the checkpoint, Ctrl-C/SIGTERM saving the last completed step, a tqdm bar, plots and
+``summary.json`` at the end. :class:`RunTrainer` holds all of it; a trainer supplies the step
+(:meth:`RunTrainer.train_step`), the evaluation (:meth:`RunTrainer.evaluate_metrics`), what its
+checkpoint holds beyond the common part (:meth:`RunTrainer.extra_state` /
+:meth:`RunTrainer.restore_extra`) and its plots.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from wmrl_algos.errors import CheckpointError, ConfigError
+
+__all__ = [
+    "CHECKPOINT",
+    "CONFIG",
+    "METRICS",
+    "SUMMARY",
+    "RunConfig",
+    "RunTrainer",
+    "learning_metrics",
+    "read_metrics",
+    "write_atomic",
+]
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+CONFIG = "config.json"
+SUMMARY = "summary.json"
+_TIMING_PREFIXES = ("cost/", "compute/", "time/", "eval/sandbox_cpu")
+
+
+class RunConfig(Protocol):
+    """What :class:`RunTrainer` reads from a trainer's config (both configs of ``wmrl train`` have it)."""
+
+    algo: str
+    steps: int
+    eval_every: int
+    eval_samples: int
+    checkpoint_every: int
+    progress: bool
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def learning_settings(self) -> dict[str, Any]: ...
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename: a failure leaves the old file intact."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def read_metrics(path: Path) -> list[dict[str, float]]:
+    """The metrics lines of a run (a torn last line from a killed run is skipped)."""
+    if not path.is_file():
+        return []
+    lines = []
+    for text in path.read_text().splitlines():
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            continue
+    return lines
+
+
+def learning_metrics(line: Mapping[str, float]) -> dict[str, float]:
+    """A metrics line without its timing/compute keys (what must be identical after an exact resume)."""
+    return {key: value for key, value in line.items() if not key.startswith(_TIMING_PREFIXES)}
+
+
+class RunTrainer:
+    """Base of a trainer that lives in a run directory (new or resumed); see the module doc.
+
+    A subclass calls :meth:`open_run_dir` early in its ``__init__`` (before it builds anything costly),
+    then :meth:`start_run_dir` once its state exists (it restores the checkpoint when resuming).
+
+    Example:
+        >>> issubclass(RunTrainer, object)
+        True
+    """
+
+    config: Any
+    run_dir: Path
+    step: int
+    last_eval: dict[str, float]
+
+    # ----------------------------------------------------------------------------------- the directory
+    def open_run_dir(self, config: RunConfig, run_dir: Path, resume: bool) -> None:
+        """Check ``run_dir`` for a new run or a resume of the same settings (nothing is written here).
+
+        Raises:
+            ConfigError: ``run_dir`` holds another run (without ``resume``), or ``config`` differs from
+                the saved config of the run being resumed.
+            CheckpointError: ``resume`` without a checkpoint.
+        """
+        self.run_dir = Path(run_dir)
+        self.config = config
+        self.step = 0
+        self.last_eval = {}
+        self._resume = resume
+        self._boundary: bytes | None = None
+        saved = self.run_dir / CONFIG
+        if resume:
+            if not saved.is_file() or not (self.run_dir / CHECKPOINT).is_file():
+                raise CheckpointError(f"{self.run_dir} has no {CONFIG} and {CHECKPOINT}; nothing to resume")
+            previous = json.loads(saved.read_text())
+            current = config.learning_settings()
+            differing = sorted(
+                k
+                for k in current.keys() | previous.keys()
+                if k != "progress" and current.get(k) != previous.get(k)
+            )
+            if differing:
+                details = ", ".join(
+                    f"{k}: run {previous.get(k)!r} vs now {current.get(k)!r}" for k in differing
+                )
+                raise ConfigError(
+                    f"cannot resume {self.run_dir}: it was made with another config ({details}); resume "
+                    "without changing settings, or start a new run directory"
+                )
+        elif saved.is_file():
+            raise ConfigError(
+                f"{self.run_dir} already holds a run; pass --resume {self.run_dir} to continue it or choose "
+                "another --out directory (nothing was overwritten)"
+            )
+
+    def start_run_dir(self) -> None:
+        """Write the new run's ``config.json`` and empty metrics, or restore the resumed checkpoint."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self._resume:
+            self._load(self.run_dir / CHECKPOINT)
+        else:
+            (self.run_dir / CONFIG).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            (self.run_dir / METRICS).write_text("")
+        self._tensorboard = self._open_tensorboard()
+
+    def _open_tensorboard(self) -> Any:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+        return SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    # ------------------------------------------------------------------------------------- hooks
+    @property
+    def total_steps(self) -> int:
+        """Steps of the run (``config.steps`` unless a trainer says otherwise)."""
+        return int(self.config.steps)
+
+    def train_step(self) -> dict[str, float]:
+        """Run one training step and return its metrics line (subclasses)."""
+        raise TypeError(f"{type(self).__name__} must define train_step()")
+
+    def evaluate_metrics(self) -> dict[str, float]:
+        """Evaluate the current policy; the ``eval/...`` metrics (subclasses)."""
+        raise TypeError(f"{type(self).__name__} must define evaluate_metrics()")
+
+    def extra_state(self) -> dict[str, Any]:
+        """What the checkpoint holds beyond step, config, RNG states and the last evaluation."""
+        return {}
+
+    def restore_extra(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+
+    def plot(self, lines: list[dict[str, float]]) -> list[Path]:
+        """Write the run's plots from its metrics lines; returns the files."""
+        from wmrl_adapters.train.plots import plot_run
+
+        return plot_run(lines, self.run_dir / "plots")
+
+    def summary_extra(self) -> dict[str, Any]:
+        """Extra keys of ``summary.json``."""
+        return {}
+
+    def postfix(self, metrics: Mapping[str, float]) -> dict[str, Any]:
+        """What the tqdm bar shows after a step."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the trainer holds (subclasses extend; this closes TensorBoard)."""
+        if getattr(self, "_tensorboard", None) is not None:
+            self._tensorboard.close()
+
+    # ----------------------------------------------------------------------------------- the loop
+    def run(self) -> dict[str, Any]:
+        """Train to ``config.steps`` (from where a resumed run stopped), evaluate, plot, summarise.
+
+        Ctrl-C (SIGINT) or SIGTERM saves the last completed step's checkpoint before exiting.
+        """
+        config = self.config
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM) if in_main_thread else None
+        if previous is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        metrics_path = self.run_dir / METRICS
+        try:
+            with tqdm(
+                total=self.total_steps,
+                initial=self.step,
+                desc=f"wmrl train {config.algo}",
+                disable=not config.progress,
+            ) as bar:
+                while self.step < self.total_steps:
+                    metrics = self.train_step()
+                    due = (
+                        config.eval_every
+                        and self.step % config.eval_every == 0
+                        and self.step < self.total_steps
+                    )
+                    if config.eval_samples and (due or self.step == self.total_steps):
+                        self.last_eval = self.evaluate_metrics()
+                        metrics.update(self.last_eval)
+                    with open(metrics_path, "a") as handle:
+                        handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                    self._log_tensorboard(metrics)
+                    self._boundary = self._state_bytes()
+                    if self.step % config.checkpoint_every == 0 or self.step == self.total_steps:
+                        write_atomic(self.run_dir / CHECKPOINT, self._boundary)
+                    bar.update(1)
+                    bar.set_postfix(self.postfix(metrics))
+        except KeyboardInterrupt:
+            if self._boundary is not None:
+                write_atomic(self.run_dir / CHECKPOINT, self._boundary)
+            print(
+                f"interrupted: checkpoint of step {self.step_saved()} in {self.run_dir}; continue with "
+                f"`wmrl train --resume {self.run_dir}`"
+            )
+            raise
+        finally:
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous)
+            self.close()
+        return self._finish()
+
+    def step_saved(self) -> int:
+        """The step of the checkpoint on disk (0 if none)."""
+        path = self.run_dir / CHECKPOINT
+        if not path.is_file():
+            return 0
+        return int(torch.load(path, weights_only=False)["step"])
+
+    def _finish(self) -> dict[str, Any]:
+        lines = read_metrics(self.run_dir / METRICS)
+        last = lines[-1] if lines else {}
+        plots = self.plot(lines)
+        summary = {
+            "run_dir": str(self.run_dir),
+            "config": self.config.to_dict(),
+            "steps": self.step,
+            "final": last,
+            "eval": self.last_eval or {k: v for k, v in last.items() if k.startswith("eval/")},
+            "plots": [str(p) for p in plots],
+            **self.summary_extra(),
+        }
+        (self.run_dir / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return summary
+
+    def _log_tensorboard(self, metrics: Mapping[str, float]) -> None:
+        if getattr(self, "_tensorboard", None) is None:
+            return
+        for key, value in metrics.items():
+            if key != "step":
+                self._tensorboard.add_scalar(key, value, self.step)
+
+    # ---------------------------------------------------------------------------------- checkpoints
+    def _state_bytes(self) -> bytes:
+        state = {
+            "format": 1,
+            "step": self.step,
+            "config": self.config.learning_settings(),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
+            "last_eval": self.last_eval,
+            **self.extra_state(),
+        }
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getvalue()
+
+    def _load(self, path: Path) -> None:
+        try:
+            state = torch.load(path, weights_only=False)
+        except Exception as error:  # a torn or foreign file: say which, never guess
+            raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
+        self.step = int(state["step"])
+        self.restore_extra(state)
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        self.last_eval = dict(state["last_eval"])
+        lines = [line for line in read_metrics(self.run_dir / METRICS) if line["step"] <= self.step]
+        write_atomic(
+            self.run_dir / METRICS,
+            "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode(),
+        )
+        self._boundary = None
