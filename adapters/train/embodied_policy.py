@@ -70,6 +70,14 @@ class ActionDistributionPolicy(Protocol):
         ...
 
 
+def _gaussian(mean: torch.Tensor, std: torch.Tensor) -> torch.distributions.Distribution:
+    """A diagonal Gaussian over ``(B, 7)`` without torch's argument validation: a policy whose mean is
+    NaN must still yield its (NaN) action, which the env rejects and the trainer counts as the policy's
+    failure, instead of raising inside the rollout."""
+    normal = torch.distributions.Normal(mean, std, validate_args=False)
+    return torch.distributions.Independent(normal, 1, validate_args=False)
+
+
 class GaussianMLPPolicy(torch.nn.Module):
     """A diagonal Gaussian over the 7-d action from an MLP on state observations.
 
@@ -141,7 +149,7 @@ class GaussianMLPPolicy(torch.nn.Module):
         """``Independent(Normal(mean, exp(log_std)), 1)`` over ``(B, 7)`` actions."""
         mean = self.mean(observations)
         std = self.log_std.clamp(-5.0, 1.0).exp().expand_as(mean)
-        return torch.distributions.Independent(torch.distributions.Normal(mean, std), 1)
+        return _gaussian(mean, std)
 
 
 class LeRobotGaussianPolicy(torch.nn.Module):
@@ -200,7 +208,7 @@ class LeRobotGaussianPolicy(torch.nn.Module):
         """Gaussian around the first action of the predicted chunk."""
         mean = self.policy.predict_action_chunk(self._batch(observations))[:, 0, :ACTION_SIZE]
         std = self.log_std.clamp(-5.0, 1.0).exp().expand_as(mean)
-        return torch.distributions.Independent(torch.distributions.Normal(mean.float(), std), 1)
+        return _gaussian(mean.float(), std)
 
 
 def build_embodied_policy(

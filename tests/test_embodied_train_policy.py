@@ -1,0 +1,155 @@
+"""The embodied trainer's parts that need no simulator: the policy interface, behaviour cloning, the
+config and CLI validation, and the Table 2 benchmark's table (from run summaries written here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from wmrl_adapters.train.config import EmbodiedConfig
+from wmrl_adapters.train.embodied import EmbodiedTrainer, Episode, EpisodeJob
+from wmrl_adapters.train.embodied_policy import (
+    ActionDistributionPolicy,
+    GaussianMLPPolicy,
+    behaviour_cloning,
+    build_embodied_policy,
+)
+
+from wmrl_algos.errors import ConfigError, MissingDependencyError
+
+
+def _obs(value: float) -> dict[str, object]:
+    return {
+        "instruction": "lift the red cube",
+        "proprio": np.full(9, value),
+        "object_state": np.full(10, -value),
+    }
+
+
+def test_the_gaussian_policy_fits_the_vla_interface_with_one_log_prob_per_observation():
+    policy = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, seed=0)
+    assert isinstance(policy, ActionDistributionPolicy)
+    distribution = policy.distribution([_obs(0.0), _obs(1.0), _obs(2.0)])
+    actions = distribution.sample()
+    assert actions.shape == (3, 7)
+    logprobs = distribution.log_prob(actions)
+    assert logprobs.shape == (3,)
+    logprobs.sum().backward()
+    assert policy.log_std.grad is not None and policy.net[0].weight.grad is not None
+
+
+def test_an_observation_without_the_policys_keys_is_an_error_naming_them():
+    policy = GaussianMLPPolicy({"proprio": 9, "object_state": 10})
+    with pytest.raises(ConfigError, match="object_state"):
+        policy.distribution([{"proprio": np.zeros(9)}])
+
+
+def test_behaviour_cloning_fits_the_demonstrated_actions_and_keeps_the_exploration_noise():
+    rng = np.random.default_rng(0)
+    observations = [_obs(float(v)) for v in rng.uniform(-1, 1, 200)]
+    targets = np.stack([np.tanh(np.full(7, obs["proprio"][0])) for obs in observations]).astype(np.float32)
+    policy = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, init_std=0.2, seed=0)
+    losses = behaviour_cloning(policy, observations, targets, epochs=150, seed=0)
+    assert losses[-1] < 0.05 * losses[0]
+    with torch.no_grad():
+        error = (policy.mean(observations).numpy() - targets).std()
+        std = float(policy.log_std.exp().mean())
+    assert error < 0.1
+    assert std == pytest.approx(0.2)
+
+
+def test_policy_specs_are_validated_and_a_lerobot_policy_without_lerobot_names_the_install():
+    with pytest.raises(ConfigError, match="gaussian-mlp"):
+        build_embodied_policy("transformer", {"proprio": 9}, seed=0, init_std=0.1)
+    try:
+        import lerobot  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingDependencyError, match="pip install"):
+            build_embodied_policy("lerobot:/nowhere", {"proprio": 9}, seed=0, init_std=0.1)
+
+
+def test_an_episode_that_crashed_is_unknown_and_one_the_policy_broke_is_a_failure():
+    job = EpisodeJob(0, {}, 1)
+    assert Episode(job, outcome="worker_crash").success is None
+    assert Episode(job, outcome="sim_error").success is None
+    assert Episode(job, outcome="policy_error").success == 0.0
+    assert Episode(job, outcome="success").success == 1.0
+    assert not Episode(job, actions=[np.full(7, np.nan)]).finite
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"env": "mujoco:Lift"}, "robosuite:TASK"),
+        ({"algo": "ppo"}, "sft, grpo"),
+        ({"env": "libero:libero_10/a"}, "integers"),
+        ({"world_model": "robometer"}, "sim-state"),
+        ({"group_size": 1}, "group_size=1"),
+        ({"anchor_fraction": 0.0}, "anchor_fraction=0.0"),
+    ],
+)
+def test_a_bad_embodied_setting_is_an_error_naming_it(changes, needle):
+    with pytest.raises(ConfigError, match=needle):
+        EmbodiedConfig(**changes)
+
+
+def test_libero_task_ids_come_from_the_env_spec():
+    assert EmbodiedConfig(env="libero:libero_object/0,3").tasks() == [0, 3]
+    assert EmbodiedConfig(env="libero:libero_10").tasks() is None
+    assert EmbodiedConfig(env="libero:libero_10").name == "libero_10"
+
+
+def test_sft_without_a_scripted_expert_is_refused_before_any_simulator_starts(tmp_path):
+    with pytest.raises(ConfigError, match="robosuite:Lift only"):
+        EmbodiedTrainer(EmbodiedConfig(env="libero:libero_object/0", algo="sft"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_wmrl_train_with_env_rejects_an_unknown_key_listing_the_embodied_ones(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "wmrl_adapters.cli", "train", "--env", "robosuite:Lift", "--bogus", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "bogus" in result.stderr and "horizon" in result.stderr
+
+
+def _summary(run_dir, seed, rate, final):
+    run_dir.mkdir(parents=True)
+    summary = {"config": {"seed": seed}, "eval": {"eval/success_rate": rate}, "final": final}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    lines = [{"step": 3.0, "eval/success_rate": rate, "diag/scorer_auroc": 0.8, "wmrl/anchor_weight": 2.0}]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_table2_benchmark_reports_mean_and_standard_error_over_seeds_and_marks_targets(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    runs = tmp_path / "runs"
+    final = {"compute/real_labels": 24.0, "compute/sim_episodes": 192.0, "compute/charged_total": 100.0}
+    for seed, (sft, grpo, wmrl) in enumerate([(0.4, 0.5, 0.6), (0.3, 0.5, 0.5)]):
+        _summary(
+            runs / f"sft-s{seed}", seed, sft, {"compute/demo_episodes": 30.0, "compute/charged_total": 50.0}
+        )
+        _summary(runs / f"grpo-s{seed}", seed, grpo, final)
+        _summary(runs / f"wmrl-s{seed}", seed, wmrl, final)
+    table = embodied_table2.build_table(tmp_path)
+    rows = {row["method"]: row for row in table["rows"]}
+    assert rows["sft"]["success"] == pytest.approx(0.35)
+    assert rows["sft"]["success_se"] == pytest.approx(0.05)
+    assert rows["wmrl"]["success"] == pytest.approx(0.55)
+    assert rows["wmrl"]["anchor_weight"] == pytest.approx(2.0)
+    assert table["targets"]["WMRL >= GRPO sparse + 3 points"] is True
+    assert table["curves"]["grpo"] == {0: [0.4, 0.3], 3: [0.5, 0.5]}
+    embodied_table2.write_outputs(table, tmp_path, {})
+    assert "met" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "success_vs_step.png").stat().st_size > 0
+    assert (tmp_path / "success_bar.png").stat().st_size > 0
