@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         env.reset(options={"competition": cid})
         _, _, _, _, info = env.step(design_action(design, suite.get(cid)))
         return {"competition": cid, "design": dataclasses.asdict(design), "label": design.short(),
-                "status": info["status"], "position": info["position"], "cpu_s": info["cpu_s"]}
+                "status": info["status"], "score": info.get("score"), "position": info["position"],
+                "cpu_s": info["cpu_s"]}
 
     started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:

@@ -51,6 +51,7 @@ def test_references_run_for_real_and_a_model_beats_the_prior(suite: KaggleSuite,
             solutions_dir=tmp_path / "solutions",
             timeout_s=120,
             progress=False,
+            committed=None,
         )
     finally:
         sandbox.close()
@@ -62,8 +63,51 @@ def test_references_run_for_real_and_a_model_beats_the_prior(suite: KaggleSuite,
         "prior.py",
         "random_guess.py",
     ]
-    cached = build_leaderboard(competition, _NeverRuns(), names=["prior"], cache_path=tmp_path / "cache.json")
-    assert cached == record, "a current cache is reused without running anything"
+    cached = build_leaderboard(
+        competition, _NeverRuns(), names=["prior"], cache_path=tmp_path / "cache.json", committed=None
+    )
+    assert cached.entries == (scores["prior"],), "a current cache is reused without running anything"
+
+
+def test_adding_a_reference_runs_only_the_new_one(suite: KaggleSuite, tmp_path: Path) -> None:
+    competition = suite.get("concrete-strength", with_leaderboard=False)
+    cache = tmp_path / "cache.json"
+    sandbox = _Counting(UnsafeSandbox())
+    try:
+        first = build_leaderboard(competition, sandbox, names=["prior"], cache_path=cache, committed=None,
+                                  progress=False)
+        grown = build_leaderboard(competition, sandbox, names=["random_guess", "prior"], cache_path=cache,
+                                  committed=None, progress=False)
+    finally:
+        sandbox.close()
+    assert sandbox.codes == ["prior", "random_guess"], "the cached reference is not run again"
+    assert [entry.name for entry in grown.entries] == ["prior", "random_guess"], "population order"
+    assert grown.entries[0] == first.entries[0]
+    stored = LeaderboardRecord.from_json("x", json.loads(cache.read_text()))
+    assert [entry.name for entry in stored.entries] == ["prior", "random_guess"]
+
+
+def test_committed_entries_on_the_same_data_are_reused(suite: KaggleSuite) -> None:
+    if not COMMITTED_LEADERBOARDS.is_file():
+        pytest.skip("leaderboards.json has not been built yet")
+    competition = suite.get("titanic-survival", with_leaderboard=False)
+    record = build_leaderboard(competition, _NeverRuns(), progress=False)
+    assert record == load_leaderboard_record("titanic-survival")
+
+
+class _Counting:
+    """A real sandbox that records which reference each run was (the name from the code's docstring)."""
+
+    def __init__(self, inner: UnsafeSandbox) -> None:
+        self.inner, self.codes = inner, []
+        self.name = inner.name
+
+    def run(self, request: object) -> object:
+        self.codes.append(request.code.split("`")[1])  # type: ignore[attr-defined]
+        return self.inner.run(request)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class _NeverRuns:
@@ -136,7 +180,7 @@ def test_committed_leaderboard_matches_a_rebuild(suite: KaggleSuite) -> None:
     assert committed is not None
     sandbox = BubblewrapSandbox()
     try:
-        rebuilt = build_leaderboard(competition, sandbox, timeout_s=300, progress=False)
+        rebuilt = build_leaderboard(competition, sandbox, timeout_s=300, progress=False, force=True)
     finally:
         sandbox.close()
     assert rebuilt.fingerprint == committed.fingerprint

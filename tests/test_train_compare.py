@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
-from wmrl_adapters.train.compare import CompareArgs, summarise, targets
+from wmrl_adapters.train.compare import CompareArgs, eval_curve, summarise, targets
 
 from wmrl_algos.errors import ConfigError
 
@@ -68,6 +69,8 @@ def test_compare_writes_the_table_and_skips_complete_runs_when_run_again(tmp_pat
         "--seeds",
         "1",
         "--steps",
+        "2",
+        "--eval-every",
         "1",
         "--groups",
         "2",
@@ -84,5 +87,10 @@ def test_compare_writes_the_table_and_skips_complete_runs_when_run_again(tmp_pat
     assert first.returncode == 0, first.stderr[-3000:]
     assert (tmp_path / "table.md").is_file() and (tmp_path / "score_vs_compute.png").is_file()
     assert "| wmrl |" in (tmp_path / "table.md").read_text()
+    summary = json.loads((tmp_path / "runs" / "wmrl-s0" / "summary.json").read_text())
+    curve = eval_curve([summary])
+    assert len(curve) == 2, "an evaluation after each of the 2 steps: one curve point each"
+    assert curve[0][0] < curve[1][0], "compute grows along the curve"
+    assert all(0.0 <= position <= 1.0 for _, position in curve)
     second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert second.returncode == 0 and second.stdout.count("complete, skipped") == 2
