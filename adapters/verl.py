@@ -34,10 +34,10 @@ Where verl 0.9.1 calls a batch reward manager: nowhere. Its trainers (the v1 one
 ``run_single(data[i:i+1])`` in reward-loop workers, or in the agent loop as each rollout finishes, and
 no hook there sees a whole group; ``verl.workers.reward_manager`` (the batch registry this manager
 registers in) is kept by verl but no trainer reads it. So the manager runs where you hand it the batch:
-your own loop over verl's ``DataProto`` (``reward = manager(batch, return_dict=True)``, then
-``compute_advantage(batch, adv_estimator="wmrl_grpo", ...)``), a trainer subclass that calls it before
-the advantage step, or an older verl whose ``RayPPOTrainer`` still calls ``reward_fn(batch,
-return_dict=True)``. docs/scale-out.md ("Add WMRL to an existing verl GRPO run") says what that takes.
+your own loop over verl's ``DataProto`` (``batch.union(manager.compute_rm_score(batch))``, then verl's
+``compute_advantage(batch, adv_estimator="wmrl_grpo", ...)``), or a trainer whose reward step calls it on
+the whole batch (a change to the reward block of verl's ``RayPPOTrainer.fit``). docs/scale-out.md ("Add
+WMRL to an existing verl GRPO run") says what runs where.
 
 verl is imported lazily: it pins a ``transformers`` release below the one wmrl's ``[llm]``/``[trl]``
 extras use, so it lives in its own environment (``bash scripts/verl.sh`` builds it).
@@ -121,7 +121,7 @@ class WMRLRewardManager:
 
     Args:
         tokenizer: the policy's tokenizer (decodes the responses).
-        num_examine: verl's argument: how many samples per data source to print (0: none).
+        num_examine: verl's argument: how many samples of each batch to print with their advantage (0: none).
         compute_score: the real scorer, verl's batch ``compute_score`` form (:data:`BatchScorer`); called
             on the anchor groups only. A verl user's existing batch reward function fits as it is.
         reward_fn_key: the ``non_tensor_batch`` column naming each sample's data source.

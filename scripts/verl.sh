@@ -53,16 +53,20 @@ if ! stack_built; then
     start=$SECONDS
     mkdir -p "$home"
     [ -x "$venv/bin/python" ] || "$base" -m venv "$venv"
-    # CPU torch first, as scripts/install.sh does it: the pinned release (its CPU wheel where the machine
-    # has one), else PyTorch's CPU index; a plain 'torch' from PyPI would be the multi-GB CUDA build.
+    # CPU torch first, as scripts/install.sh does it: the pinned release (pip's find-links hold its CPU
+    # wheel on this project's machines), else PyTorch's CPU index. Not verl's choice: from PyPI alone,
+    # torch is the multi-GB CUDA build.
     nice -n 10 "$venv/bin/python" -m pip install -q "$torch_requirement" \
         || nice -n 10 "$venv/bin/python" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
     # Then verl and the rest, holding torch where it is so that nothing swaps in a CUDA build.
-    torch_version="$("$venv/bin/python" -c "import torch; print(torch.__version__)")"
+    torch_version="$("$venv/bin/python" -c "from importlib.metadata import version; print(version('torch'))")"
     nice -n 10 "$venv/bin/python" -m pip install -q "${requirements[@]}" "${wmrl_requirements[@]}" \
         "setuptools>=68" wheel "torch==$torch_version"
     install_wmrl
-    "$venv/bin/python" -c "$check"
+    if ! failed="$("$venv/bin/python" -W ignore -c "$check" 2>&1)"; then
+        log "the built venv does not import: $failed"
+        exit 1
+    fi
     echo "$wanted" >"$stamp"
     log "built in $((SECONDS - start)) s: $(du -sh "$venv" | cut -f1)"
 elif ! wmrl_points_here; then
