@@ -28,6 +28,7 @@ useful code. On a GPU, point ``model`` at a real code model (the paper: Qwen3.5-
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -172,6 +173,52 @@ class LLMAgentConfig:
                 f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization!r} is outside (0, 1); "
                 "pass e.g. 0.3"
             )
+
+    @classmethod
+    def from_settings(cls, text: str, **defaults: Any) -> LLMAgentConfig:
+        """A config from ``key=value`` pairs separated by commas (``wmrl train --llm-settings``).
+
+        Each value is read by its field's type: integers, floats, ``none`` for an optional field;
+        ``lora_target_modules`` takes module names separated by ``+``. ``defaults`` are applied first
+        and ``text`` overrides them.
+
+        Args:
+            text: e.g. ``"lora_rank=8,max_new_tokens=64,max_context_tokens=1024"``; empty for defaults.
+            **defaults: field values the settings start from (e.g. ``seed``, ``model``).
+
+        Raises:
+            ConfigError: an unknown key (the message lists the fields), a pair without ``=``, a value
+                that is not of its field's type, or an invalid resulting config.
+
+        Example:
+            >>> LLMAgentConfig.from_settings("lora_rank=8,top_k=none", seed=3).lora_rank
+            8
+        """
+        kinds = {item.name: str(item.type) for item in dataclasses.fields(cls)}
+        values: dict[str, Any] = dict(defaults)
+        for pair in (piece.strip() for piece in text.split(",")):
+            if not pair:
+                continue
+            key, equals, raw = (part.strip() for part in pair.partition("="))
+            if not equals or key not in kinds:
+                raise ConfigError(
+                    f"LLM agent setting {pair!r}: expected key=value with a key from {', '.join(kinds)}"
+                )
+            kind = kinds[key]
+            try:
+                if raw.lower() == "none" and "None" in kind:
+                    values[key] = None
+                elif key == "lora_target_modules":
+                    values[key] = raw if "+" not in raw else tuple(raw.split("+"))
+                elif kind.startswith("int"):
+                    values[key] = int(raw)
+                elif kind.startswith("float"):
+                    values[key] = float(raw)
+                else:
+                    values[key] = raw
+            except ValueError as error:
+                raise ConfigError(f"LLM agent setting {key}={raw!r} is not a valid {kind}") from error
+        return cls(**values)
 
 
 def _free_port() -> int:
