@@ -38,6 +38,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
+    # The venv's wmrl is an editable install of one checkout; this re-points it here if needed (seconds).
+    subprocess.run(["bash", str(REPO / "scripts/verl.sh")], check=True, timeout=900)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
     done = subprocess.run(
         [str(VERL_PYTHON), str(Path(__file__).resolve())],
