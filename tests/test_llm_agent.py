@@ -342,13 +342,16 @@ def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(3600)
 @heavy
 def test_wmrl_train_policy_llm_runs_end_to_end_saves_and_resumes(tmp_path: Path) -> None:
     """``wmrl train --policy llm`` as a user runs it: real SmolLM2 replies executed in the sandbox, GRPO
     updates, a checkpoint; SIGTERM after step 1 saves it, ``--resume`` finishes step 2.
 
-    Tiny on purpose (2 groups of 2, one turn, 16 new tokens, the task prompt cut to 320 tokens): the
-    attention activations of a 1.5k-token Kaggle prompt x 4 trajectories take > 20 GB in the update.
+    Tiny on purpose (2 groups of 2, one turn, 16 new tokens, the task prompt cut to 320 tokens): with
+    the whole 1.5k-token Kaggle prompt x 4 trajectories one CPU update passed 20 GB resident. Measured
+    on 2 cores under a load average of ~13 (other jobs): step 1 took 921 s wall (policy 615 s), so the
+    test gets a long timeout; on an idle machine it is a few minutes.
     """
     import json
     import math
@@ -381,13 +384,18 @@ def test_wmrl_train_policy_llm_runs_end_to_end_saves_and_resumes(tmp_path: Path)
     assert len(lines) == 1, output[-3000:]
 
     resumed = subprocess.run(
-        [*command, "--resume", str(run)], capture_output=True, text=True, timeout=900, check=False
+        [*command, "--resume", str(run)], capture_output=True, text=True, timeout=2400, check=False
     )
     seconds = time.perf_counter() - started
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     lines = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert len(lines) == 2, "the resumed run must add exactly step 2 after the saved step 1"
+    assert [line["step"] for line in lines] == [1.0, 2.0]
     for line in lines:
-        assert math.isfinite(line["losses/loss"])
-        assert line["losses/approx_kl"] > 0.0, "the GRPO update must move the log-probs of the replies"
+        assert math.isfinite(line["losses/loss"]) and math.isfinite(line["losses/approx_kl"])
+        # 16 new tokens rarely hold a code block, so every reply may score 0: then every advantage is 0
+        # and nothing moves (measured). When the gradient is not zero, the log-probs must move.
+        # test_real_grpo_steps_change_log_probs_and_a_checkpoint_resumes_exactly proves the movement.
+        if line["losses/grad_norm"] > 0.0:
+            assert line["losses/approx_kl"] > 0.0, "a non-zero GRPO update must move the log-probs"
     print(f"wmrl train --policy llm, 2 steps with a SIGTERM and a resume: {seconds:.0f} s wall")
