@@ -10,6 +10,7 @@ the best design (the oracle of this sweep) and its position. Two questions, one 
   every method ties at the top and a comparison measures nothing.
 
 Run: ``nice -n 10 python benchmarks/design_sweep.py`` (about 160 executions; ``--smoke`` for 2 x 2).
+Writes ``table.md``, ``results.json`` and ``sweep.png`` (positions, design x competition).
 """
 
 from __future__ import annotations
@@ -56,11 +57,44 @@ class Args:
     timeout_s: float = field(default=120.0, metadata={"help": "Per-execution limit."})
     workers: int = field(default=2, metadata={"help": "Executions in parallel."})
     smoke: bool = field(default=False, metadata={"help": "2 competitions x 2 designs (for the test)."})
+    plot_only: bool = field(default=False, metadata={"help": "Run nothing: plot <out>/results.json again."})
+
+
+def plot_sweep(results: list[dict[str, object]], path: Path) -> Path:
+    """A heatmap of the private position score of every design (columns) on every competition (rows)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = sorted({str(r["competition"]) for r in results})
+    columns = list(dict.fromkeys(str(r["label"]) for r in results))
+    grid = np.full((len(rows), len(columns)), np.nan)
+    for r in results:
+        if r["position"] is not None:
+            grid[rows.index(str(r["competition"])), columns.index(str(r["label"]))] = float(r["position"])  # type: ignore[arg-type]
+    figure, axis = plt.subplots(figsize=(11, 7))
+    image = axis.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+    axis.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=7)
+    axis.set_yticks(range(len(rows)), rows, fontsize=8)
+    for i, j in zip(*np.nonzero(grid == np.nanmax(grid, axis=1, keepdims=True)), strict=True):
+        axis.text(j, i, "*", ha="center", va="center", color="red", fontsize=12)
+    figure.colorbar(image, label="private position score (1.0 = ties the best reference)")
+    axis.set_title("design sweep: position of each design (* = the task's best design, the oracle)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the sweep and write ``table.md`` and ``results.json``."""
     args = parse_dataclass_args(Args, argv, __doc__ or "")
+    if args.plot_only:
+        out = Path(args.out)
+        print(plot_sweep(json.loads((out / "results.json").read_text()), out / "sweep.png"))
+        return 0
     suite = load_suite()
     ids = [c for c in args.competitions.split(",") if c] or suite.ids()
     designs = SWEEP[: args.designs]
@@ -109,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
               f"oracle at the leaderboard top (position 1.0) on {at_top}/{len(ids)} tasks."]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    plot_sweep(results, out / "sweep.png")
     print("\n".join(lines))
     return 0
 
