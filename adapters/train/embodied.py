@@ -34,7 +34,6 @@ simulator error after a valid action (actions are clipped to the controller's ra
 from __future__ import annotations
 
 import concurrent.futures
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,11 +46,10 @@ import torch
 from gymnasium.error import InvalidAction
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
-from wmrl_adapters.train.rundir import RunTrainer
+from wmrl_adapters.train.rundir import RunTrainer, grpo_update, mean_known
 from wmrl_adapters.train.trainer import correction_config
 
 from wmrl_algos.errors import ConfigError
-from wmrl_algos.grpo import GRPOConfig, grpo_loss
 from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.embodied.progress import ProgressWorldModel, SimStateProgressScorer
@@ -245,11 +243,6 @@ def _auroc(scores: Sequence[float | None], labels: Sequence[float | None]) -> fl
     return float(roc_auc_score([y for _, y in pairs], [s for s, _ in pairs]))
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [float(v) for v in values if v is not None and math.isfinite(v)]
-    return float(np.mean(known)) if known else None
-
-
 class EmbodiedTrainer(RunTrainer):
     """One embodied run (``sft`` or an RL algorithm) in a run directory (new or resumed).
 
@@ -439,12 +432,12 @@ class EmbodiedTrainer(RunTrainer):
         calibrated = self.loop.debiaser.apply(list(predicted))
         outcomes = [e.outcome for e in episodes]
         values: dict[str, float | None] = {
-            "reward/real_mean": _mean(real),
-            "reward/predicted_mean": _mean(predicted),
-            "reward/calibrated_mean": _mean(calibrated),
+            "reward/real_mean": mean_known(real),
+            "reward/predicted_mean": mean_known(predicted),
+            "reward/calibrated_mean": mean_known(calibrated),
             "reward/predicted_unknown": float(sum(p is None for p in predicted)),
             # Diagnostics the learner never sees: every episode's simulator outcome.
-            "diag/sim_success_rate": _mean([e.success for e in episodes]),
+            "diag/sim_success_rate": mean_known([e.success for e in episodes]),
             "diag/scorer_auroc": _auroc(predicted, [e.success for e in episodes]),
             "diag/calibrated_auroc": _auroc(calibrated, [e.success for e in episodes]),
             "train/policy_errors": float(outcomes.count("policy_error")),
@@ -457,25 +450,18 @@ class EmbodiedTrainer(RunTrainer):
     def _update(self, batch: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
         config = self.config
         started = time.perf_counter()
-        loss_config = GRPOConfig(epsilon_low=config.clip, epsilon_high=config.clip)
-        with torch.no_grad():
-            old, mask = self._logprobs(batch)
-        metrics: dict[str, float] = {}
-        for _ in range(config.update_epochs):
-            logprobs, mask = self._logprobs(batch)
-            loss, metrics = grpo_loss(logprobs, old, advantages, mask, config=loss_config)
-            self.optimizer.zero_grad()
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), config.max_grad_norm)
-            self.optimizer.step()
-            metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
-        with torch.no_grad():
-            new, mask = self._logprobs(batch)
-            log_ratio = old - new
-            kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
-            std = self.policy.log_std.clamp(-5.0, 1.0).exp()
-        metrics["losses/approx_kl"] = float(kl)
-        metrics["losses/action_std"] = float(std.mean())
+        metrics = grpo_update(
+            lambda: self._logprobs(batch),
+            self.optimizer,
+            list(self.policy.parameters()),
+            advantages,
+            clip=config.clip,
+            epochs=config.update_epochs,
+            max_grad_norm=config.max_grad_norm,
+        )
+        log_std = getattr(self.policy, "log_std", None)
+        if log_std is not None:
+            metrics["losses/action_std"] = float(log_std.detach().clamp(-5.0, 1.0).exp().mean())
         self.counts["policy_seconds"] += time.perf_counter() - started
         return metrics
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import random
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from wmrl_algos.errors import CheckpointError, ConfigError
+from wmrl_algos.grpo import GRPOConfig, grpo_loss
 
 __all__ = [
     "CHECKPOINT",
@@ -35,7 +37,9 @@ __all__ = [
     "SUMMARY",
     "RunConfig",
     "RunTrainer",
+    "grpo_update",
     "learning_metrics",
+    "mean_known",
     "read_metrics",
     "write_atomic",
 ]
@@ -92,6 +96,56 @@ def read_metrics(path: Path) -> list[dict[str, float]]:
 def learning_metrics(line: Mapping[str, float]) -> dict[str, float]:
     """A metrics line without its timing/compute keys (what must be identical after an exact resume)."""
     return {key: value for key, value in line.items() if not key.startswith(_TIMING_PREFIXES)}
+
+
+def mean_known(values: Sequence[float | None]) -> float | None:
+    """The mean of the known, finite values (``None`` when there are none: never 0).
+
+    Example:
+        >>> mean_known([1.0, None, 3.0]), mean_known([None])
+        (2.0, None)
+    """
+    known = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(known)) if known else None
+
+
+def grpo_update(
+    logprobs: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    optimizer: torch.optim.Optimizer,
+    parameters: Sequence[torch.nn.Parameter],
+    advantages: torch.Tensor,
+    *,
+    clip: float,
+    epochs: int,
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """``epochs`` clipped GRPO steps on one batch (both trainers' update); returns the loss metrics.
+
+    Args:
+        logprobs: recomputes the batch's ``(B, T)`` log-probs and mask under the current parameters.
+        optimizer: steps ``parameters``.
+        parameters: what the gradient-norm clip applies to.
+        advantages: ``(B,)``, one per trajectory, broadcast over its steps by the loss.
+        clip: the symmetric ratio clip; ``epochs``: gradient steps; ``max_grad_norm``: the norm clip.
+    """
+    loss_config = GRPOConfig(epsilon_low=clip, epsilon_high=clip)
+    with torch.no_grad():
+        old, mask = logprobs()
+    metrics: dict[str, float] = {}
+    for _ in range(epochs):
+        new, mask = logprobs()
+        loss, metrics = grpo_loss(new, old, advantages, mask, config=loss_config)
+        optimizer.zero_grad()
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+        optimizer.step()
+        metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
+    with torch.no_grad():
+        new, mask = logprobs()
+        log_ratio = old - new
+        kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
+    metrics["losses/approx_kl"] = float(kl)
+    return metrics
 
 
 class RunTrainer:

@@ -44,14 +44,15 @@ from wmrl_adapters.train.rundir import (
     METRICS,
     SUMMARY,
     RunTrainer,
+    grpo_update,
     learning_metrics,
+    mean_known,
     read_metrics,
     write_atomic,
 )
 from wmrl_adapters.train.world_models import NoWorldModel, build_world_model
 
 from wmrl_algos.errors import ConfigError
-from wmrl_algos.grpo import GRPOConfig, grpo_loss
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.kaggle.competition import Competition
@@ -124,11 +125,6 @@ def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]
     if config.llm_model:
         settings["model"] = config.llm_model
     return LLMAgent(LLMAgentConfig.from_settings(config.llm_settings or "", **settings))
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [float(v) for v in values if v is not None and np.isfinite(v)]
-    return float(np.mean(known)) if known else None
 
 
 class Trainer(RunTrainer):
@@ -342,23 +338,15 @@ class Trainer(RunTrainer):
     def _update(self, batch: list[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
         config = self.config
         started = time.perf_counter()
-        loss_config = GRPOConfig(epsilon_low=config.clip, epsilon_high=config.clip)
-        with torch.no_grad():
-            old, mask = self.policy.logprobs(batch)
-        metrics: dict[str, float] = {}
-        for _ in range(config.update_epochs):
-            logprobs, mask = self.policy.logprobs(batch)
-            loss, metrics = grpo_loss(logprobs, old, advantages, mask, config=loss_config)
-            self.optimizer.zero_grad()
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), config.max_grad_norm)
-            self.optimizer.step()
-            metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
-        with torch.no_grad():
-            new, mask = self.policy.logprobs(batch)
-            log_ratio = old - new
-            kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
-        metrics["losses/approx_kl"] = float(kl)
+        metrics = grpo_update(
+            lambda: self.policy.logprobs(batch),
+            self.optimizer,
+            list(self.policy.parameters()),
+            advantages,
+            clip=config.clip,
+            epochs=config.update_epochs,
+            max_grad_norm=config.max_grad_norm,
+        )
         entropy = getattr(self.policy, "entropy", None)
         if entropy is not None:
             metrics["losses/entropy"] = float(entropy(batch))
@@ -370,10 +358,10 @@ class Trainer(RunTrainer):
         predicted = [score for group in groups for score in group.predicted]
         calibrated = [score for group in groups for score in self.loop.debiaser.apply(list(group.predicted))]
         values = {
-            "reward/real_mean": _mean(real),
-            "reward/predicted_mean": _mean(predicted),
-            "reward/calibrated_mean": _mean(calibrated),
-            "reward/real_valid_rate": _mean([float(s >= 0.5) for s in real if s is not None]),
+            "reward/real_mean": mean_known(real),
+            "reward/predicted_mean": mean_known(predicted),
+            "reward/calibrated_mean": mean_known(calibrated),
+            "reward/real_valid_rate": mean_known([float(s >= 0.5) for s in real if s is not None]),
             "reward/predicted_unknown": float(sum(s is None for s in predicted)),
         }
         return {key: value for key, value in values.items() if value is not None}
