@@ -50,15 +50,15 @@ def test_an_observation_without_the_policys_keys_is_an_error_naming_them():
 
 def test_behaviour_cloning_fits_the_demonstrated_actions_and_keeps_the_exploration_noise():
     rng = np.random.default_rng(0)
-    observations = [_obs(float(v)) for v in rng.uniform(-1, 1, 200)]
+    observations = [_obs(float(v)) for v in rng.uniform(-1, 1, 64)]
     targets = np.stack([np.tanh(np.full(7, obs["proprio"][0])) for obs in observations]).astype(np.float32)
     policy = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, init_std=0.2, seed=0)
-    losses = behaviour_cloning(policy, observations, targets, epochs=150, seed=0)
-    assert losses[-1] < 0.05 * losses[0]
+    losses = behaviour_cloning(policy, observations, targets, epochs=60, seed=0)
+    assert losses[-1] < 0.1 * losses[0]
     with torch.no_grad():
         error = (policy.mean(observations).numpy() - targets).std()
         std = float(policy.log_std.exp().mean())
-    assert error < 0.1
+    assert error < 0.15
     assert std == pytest.approx(0.2)
 
 
