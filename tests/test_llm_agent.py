@@ -342,6 +342,7 @@ def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply
 
 
 @pytest.mark.integration
+@pytest.mark.long
 @pytest.mark.timeout(3600)
 @heavy
 def test_wmrl_train_policy_llm_runs_end_to_end_saves_and_resumes(tmp_path: Path) -> None:
