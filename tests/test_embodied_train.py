@@ -143,3 +143,21 @@ def test_wmrl_train_cli_runs_sft_then_rl_from_its_policy(tmp_path):
     saved = json.loads(Path(tmp_path / "rl" / "config.json").read_text())
     assert saved["env"] == "robosuite:Lift" and saved["init"].endswith("policy.pt")
     assert np.isfinite(read_metrics(tmp_path / "rl" / "metrics.jsonl")[0]["losses/loss"])
+
+
+def test_wmrl_train_runs_on_libero_through_the_same_trainer(tmp_path):
+    """``--env libero:SUITE/IDS``: the real LIBERO simulator, the same run directory and corrections."""
+    run = subprocess.run(
+        [sys.executable, "-m", "wmrl_adapters.cli", "train", "--env", "libero:libero_object/0",
+         "--algo", "wmrl", "--steps", "1", "--groups", "2", "--group-size", "2", "--anchor-fraction", "0.5",
+         "--horizon", "10",
+         "--eval-samples", "0", "--workers", "1", "--progress", "false", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    line = read_metrics(tmp_path / "run" / "metrics.jsonl")[0]
+    assert line["compute/sim_episodes"] == 4 and line["compute/sim_steps"] <= 40
+    assert line["compute/real_labels"] == 2, "one anchor group of two episodes carries the success labels"
+    assert np.isfinite(line["losses/loss"])
+    assert (tmp_path / "run" / "checkpoint.pt").is_file() and (tmp_path / "run" / "summary.json").is_file()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "libero:libero_object/0"
