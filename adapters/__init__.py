@@ -13,6 +13,8 @@ What is here (module: what it connects, the extra it needs):
 - ``ray_exec``: anchor executions and world-model actors on a Ray cluster (``[ray]``).
 - ``llm_agent``: an LLM code agent (transformers, optional LoRA) the trainer can train (``[llm]``, ``[trl]``).
 - ``trl``: WMRL's corrections inside a TRL ``GRPOTrainer`` (``[trl]``).
+- ``verl``: WMRL as a verl 0.9 batch reward manager and advantage estimator; it runs in its own venv
+  (``bash scripts/verl.sh``).
 - ``train``: the GRPO / WMRL trainer, evaluation and comparison behind ``wmrl train|eval|compare``.
 - ``robometer``: the Robometer progress model (through LeRobot) as the embodied world model; it runs in
   the embodied stack's own interpreter (``bash scripts/embodied.sh``), loaded by ``robometer_stack``.
