@@ -94,3 +94,14 @@ def test_compare_writes_the_table_and_skips_complete_runs_when_run_again(tmp_pat
     assert all(0.0 <= position <= 1.0 for _, position in curve)
     second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert second.returncode == 0 and second.stdout.count("complete, skipped") == 2
+
+
+def test_eval_curve_finds_runs_moved_to_another_checkout(tmp_path):
+    run = tmp_path / "runs" / "wmrl-s0"
+    run.mkdir(parents=True)
+    lines = [{"step": 1, "compute/charged_total": 10.0}, {"step": 2, "compute/charged_total": 20.0,
+             "eval/position": 0.5}, {"step": 4, "compute/charged_total": 40.0, "eval/position": 0.75}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    moved = {"run_dir": "/elsewhere/that/is/gone/wmrl-s0"}
+    assert eval_curve([moved]) == [], "without a root the moved run is not found"
+    assert eval_curve([moved], tmp_path / "runs") == [(20.0, 0.5), (40.0, 0.75)]

@@ -229,13 +229,19 @@ def write_table(rows: Sequence[dict[str, Any]], out: Path, args: CompareArgs) ->
     return out / "table.md"
 
 
-def eval_curve(runs: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(charged compute, held-out position) averaged over seeds at each step every run evaluated."""
+def eval_curve(runs: Sequence[dict[str, Any]], runs_root: Path | None = None) -> list[tuple[float, float]]:
+    """(charged compute, held-out position) averaged over seeds at each step every run evaluated.
+
+    A summary records its run directory as an absolute path; when that path is gone (the results were
+    copied or cloned elsewhere), the run is looked up by its name under ``runs_root``.
+    """
     from wmrl_adapters.train.trainer import METRICS, read_metrics
 
     by_step: dict[float, list[tuple[float, float]]] = {}
     for summary in runs:
         path = Path(summary.get("run_dir", "")) / METRICS
+        if not path.is_file() and runs_root is not None:
+            path = runs_root / Path(summary.get("run_dir", "")).name / METRICS
         for line in read_metrics(path) if path.is_file() else []:
             if "eval/position" in line:
                 point = (float(line.get("compute/charged_total", 0.0)), float(line["eval/position"]))
@@ -260,7 +266,7 @@ def plot_compare(
         ys = [s["eval"].get("eval/position", math.nan) for s in runs]
         points = axis.scatter(xs, ys, alpha=0.3)
         colour = points.get_facecolor()[0]
-        curve = eval_curve(runs)
+        curve = eval_curve(runs, out / "runs")
         if len(curve) > 1:
             axis.plot([x for x, _ in curve], [y for _, y in curve], "-", color=colour, alpha=0.8)
         axis.errorbar(
