@@ -235,7 +235,7 @@ def eval_curve(runs: Sequence[dict[str, Any]], runs_root: Path | None = None) ->
     A summary records its run directory as an absolute path; when that path is gone (the results were
     copied or cloned elsewhere), the run is looked up by its name under ``runs_root``.
     """
-    from wmrl_adapters.train.trainer import METRICS, read_metrics
+    from wmrl_adapters.train.rundir import METRICS, read_metrics
 
     by_step: dict[float, list[tuple[float, float]]] = {}
     for summary in runs:

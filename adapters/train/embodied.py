@@ -52,6 +52,7 @@ from wmrl_adapters.train.trainer import correction_config
 from wmrl_algos.errors import ConfigError
 from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
+from wmrl_envs.embodied.fidelity import auroc
 from wmrl_envs.embodied.progress import ProgressWorldModel, SimStateProgressScorer
 from wmrl_envs.embodied.stack import SimulatorError
 from wmrl_envs.world_model import WorldModelQuery
@@ -232,15 +233,6 @@ class EpisodeRunner:
             env.close()
         self._envs.clear()
         self._free.clear()
-
-
-def _auroc(scores: Sequence[float | None], labels: Sequence[float | None]) -> float | None:
-    pairs = [(s, y) for s, y in zip(scores, labels, strict=True) if s is not None and y is not None]
-    if len({y for _, y in pairs}) < 2:
-        return None
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score([y for _, y in pairs], [s for s, _ in pairs]))
 
 
 class EmbodiedTrainer(RunTrainer):
@@ -438,8 +430,8 @@ class EmbodiedTrainer(RunTrainer):
             "reward/predicted_unknown": float(sum(p is None for p in predicted)),
             # Diagnostics the learner never sees: every episode's simulator outcome.
             "diag/sim_success_rate": mean_known([e.success for e in episodes]),
-            "diag/scorer_auroc": _auroc(predicted, [e.success for e in episodes]),
-            "diag/calibrated_auroc": _auroc(calibrated, [e.success for e in episodes]),
+            "diag/scorer_auroc": auroc(predicted, [e.success for e in episodes]),
+            "diag/calibrated_auroc": auroc(calibrated, [e.success for e in episodes]),
             "train/policy_errors": float(outcomes.count("policy_error")),
             "train/worker_crashes": float(outcomes.count("worker_crash")),
             "train/sim_errors": float(outcomes.count("sim_error")),

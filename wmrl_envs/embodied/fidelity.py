@@ -33,6 +33,7 @@ from wmrl_envs.embodied.progress import (
 )
 
 __all__ = [
+    "auroc",
     "Episode",
     "ScorerFidelity",
     "collect_episodes",
@@ -111,8 +112,19 @@ def collect_episodes(
     return collected
 
 
-def _auroc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    positives, negatives = scores[labels], scores[~labels]
+def auroc(scores: Sequence[float | None], labels: Sequence[bool | float | None]) -> float | None:
+    """Probability that a success scores above a failure (ties count half); ``None`` without both.
+
+    Pairs where the score or the label is unknown (``None``) are left out.
+
+    Example:
+        >>> auroc([0.9, 0.2, None, 0.5], [1.0, 0.0, 1.0, 0.0])
+        1.0
+    """
+    known = [(s, bool(y)) for s, y in zip(scores, labels, strict=True) if s is not None and y is not None]
+    values = np.array([s for s, _ in known], dtype=np.float64)
+    outcome = np.array([y for _, y in known], dtype=bool)
+    positives, negatives = values[outcome], values[~outcome]
     if positives.size == 0 or negatives.size == 0:
         return None
     greater = (positives[:, None] > negatives[None, :]).sum()
@@ -166,7 +178,7 @@ def scorer_fidelity(
             ScorerFidelity(
                 scorer=scorer.name,
                 collapse=collapse,
-                auroc=_auroc(values, known_labels),
+                auroc=auroc(values.tolist(), known_labels.tolist()),
                 correlation=_correlation(values, known_labels),
                 mean_success=_mean_or_none(values[known_labels]),
                 mean_failure=_mean_or_none(values[~known_labels]),
