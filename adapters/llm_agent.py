@@ -432,7 +432,10 @@ class LLMAgent:
         with torch.no_grad():
             for name, parameter in trainable.items():
                 parameter.copy_(weights[name])
-        self._rng_state = {key: value.clone() for key, value in state["rng"].items()}
+        # A checkpoint made on another device lacks this device's generator: that stream keeps its own
+        # state (seeded from config.seed) instead of failing at the next sample.
+        restored = {key: value.clone() for key, value in state["rng"].items()}
+        self._rng_state = {**self._rng_state, **restored}
 
     # -- conversation to tokens ---------------------------------------------------------------------
 

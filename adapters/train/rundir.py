@@ -131,6 +131,7 @@ def grpo_update(
     loss_config = GRPOConfig(epsilon_low=clip, epsilon_high=clip)
     with torch.no_grad():
         old, mask = logprobs()
+    advantages = advantages.to(old.device)  # the policy may live on a GPU; the advantages come from numpy
     metrics: dict[str, float] = {}
     for _ in range(epochs):
         new, mask = logprobs()
