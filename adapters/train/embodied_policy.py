@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -33,8 +34,10 @@ __all__ = [
     "ActionDistributionPolicy",
     "GaussianMLPPolicy",
     "LeRobotGaussianPolicy",
+    "LEROBOT_KEYS",
     "behaviour_cloning",
     "build_embodied_policy",
+    "make_random_act",
 ]
 
 ACTION_SIZE = 7
@@ -152,16 +155,49 @@ class GaussianMLPPolicy(torch.nn.Module):
         return _gaussian(mean, std)
 
 
+LEROBOT_KEYS = {
+    "proprio": "observation.state",
+    "object_state": "observation.environment_state",
+    "agentview_image": "observation.images.image",
+    "wrist_image": "observation.images.image2",
+}
+"""wmrl observation key -> LeRobot batch key (LeRobot's own LIBERO naming for the two cameras)."""
+
+
+def _import_lerobot(what: str) -> None:
+    try:
+        import lerobot  # noqa: F401
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"{what} needs lerobot in this interpreter ({error}); run it with the embodied stack's Python "
+            "($(bash scripts/embodied.sh python) -m wmrl_adapters.cli train ...), or pip install "
+            "'lerobot[smolvla]' (Python >= 3.12); or use policy gaussian-mlp"
+        ) from error
+
+
 class LeRobotGaussianPolicy(torch.nn.Module):
     """A LeRobot policy (ACT, SmolVLA, pi0, ...) as an :class:`ActionDistributionPolicy`.
 
-    The mean is the first action of the policy's predicted chunk (``predict_action_chunk``) for a batch
-    in LeRobot's format (``observation.state`` = proprio, ``observation.images.<camera>`` = float images
-    in [0, 1], channels first, ``task`` = the instruction); a learned state-independent log standard
-    deviation makes it a Gaussian, so GRPO gets log-probs. Needs ``lerobot`` in the interpreter that runs
-    ``wmrl train`` (``pip install 'lerobot[smolvla]'``, Python >= 3.12) and, for a pretrained VLA, its
-    weights in a local directory or the HuggingFace cache. The images are only present if the env was
-    made with cameras (``--cameras agentview,robot0_eye_in_hand``).
+    The mean is the first action of the policy's predicted chunk, a learned state-independent log
+    standard deviation the spread, so GRPO gets log-probs. The batch is LeRobot's: the observation keys of
+    :data:`LEROBOT_KEYS` that the checkpoint's config lists as inputs (``observation.state`` = proprio,
+    ``observation.environment_state`` = object poses, ``observation.images.image`` / ``.image2`` = the
+    agentview / wrist camera as float images in [0, 1], channels first) and ``task`` = the instruction.
+    The checkpoint's own pre-processor (normalisation, tokenizer) and post-processor (action
+    un-normalisation) run around the model when the directory has them, as ``lerobot-eval`` does.
+
+    Two things differ from LeRobot's ``select_action``: the chunk is re-predicted at every step (no action
+    queue: a per-step log-prob needs a per-step mean; ``n_action_steps`` is ignored), and it is predicted
+    with gradients (LeRobot decorates ``predict_action_chunk`` with ``torch.no_grad``; this calls the
+    undecorated function). A flow-matching policy (SmolVLA, pi0) gets zero noise, so that its mean is a
+    deterministic function of the observation, the same when the trainer samples and when it re-scores.
+    The distribution lives on the CPU whatever ``device`` the model runs on (the trainer's sampling
+    generator and its loss are there; the gradient flows back through the copy).
+
+    Needs ``lerobot`` in the interpreter that runs ``wmrl train`` (the embodied stack's venv has it:
+    ``bash scripts/embodied.sh python``) and, for a pretrained VLA, its weights in a local directory or
+    the HuggingFace cache. The images are only present if the env was made with cameras
+    (``--cameras agentview,robot0_eye_in_hand``).
 
     Args:
         pretrained: a directory (or hub id already in the cache) of a LeRobot pretrained policy.
@@ -170,45 +206,176 @@ class LeRobotGaussianPolicy(torch.nn.Module):
 
     Raises:
         MissingDependencyError: lerobot is not importable here.
+        ConfigError: the checkpoint needs an input no wmrl observation provides.
 
     Example:
-        >>> LeRobotGaussianPolicy("lerobot/smolvla_base", device="cuda")  # doctest: +SKIP
+        >>> path = make_random_act("/tmp/act-doctest", tiny=True)  # doctest: +SKIP
+        >>> policy = LeRobotGaussianPolicy(str(path), init_std=0.1)  # doctest: +SKIP
+        >>> obs = {"proprio": np.zeros(9), "object_state": np.zeros(70)}  # doctest: +SKIP
+        >>> policy.distribution([obs]).log_prob(torch.zeros(1, 7)).shape  # doctest: +SKIP
+        torch.Size([1])
     """
 
     def __init__(self, pretrained: str, *, init_std: float = 0.1, device: str = "cpu") -> None:
         super().__init__()
-        try:
-            from lerobot.configs.policies import PreTrainedConfig
-            from lerobot.policies.factory import get_policy_class
-        except ImportError as error:
-            raise MissingDependencyError(
-                f"policy 'lerobot:{pretrained}' needs lerobot in this interpreter ({error}); pip install "
-                "'lerobot[smolvla]' (Python >= 3.12), or use policy gaussian-mlp"
-            ) from error
+        _import_lerobot(f"policy 'lerobot:{pretrained}'")
+        import inspect
+
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+        if not init_std > 0:
+            raise ConfigError(f"init_std={init_std!r}; pass a positive standard deviation")
         config = PreTrainedConfig.from_pretrained(pretrained)
-        self.policy = get_policy_class(config.type).from_pretrained(pretrained).to(device)
+        config.device = device
+        self.policy = get_policy_class(config.type).from_pretrained(pretrained, config=config).to(device)
+        self.policy.eval()  # dropout off: the mean must be the same when sampling and when re-scoring
         self.device = device
-        self.log_std = torch.nn.Parameter(torch.full((ACTION_SIZE,), math.log(init_std), device=device))
+        self.inputs = {key: name for key, name in LEROBOT_KEYS.items() if name in config.input_features}
+        unknown = sorted(set(config.input_features) - set(LEROBOT_KEYS.values()))
+        if unknown:
+            raise ConfigError(
+                f"policy 'lerobot:{pretrained}' needs inputs {unknown} that no wmrl observation provides (it "
+                f"maps {LEROBOT_KEYS}); retrain or re-export the checkpoint with those keys"
+            )
+        self._predict = inspect.unwrap(type(self.policy).predict_action_chunk)
+        self._takes_noise = "noise" in inspect.signature(self._predict).parameters
+        self.preprocessor: Any = None
+        self.postprocessor: Any = None
+        if (Path(pretrained) / "policy_preprocessor.json").is_file():
+            self.preprocessor, self.postprocessor = make_pre_post_processors(
+                config,
+                pretrained_path=pretrained,
+                preprocessor_overrides={"device_processor": {"device": device}},
+            )
+        self.log_std = torch.nn.Parameter(torch.full((ACTION_SIZE,), math.log(init_std)))
 
     def _batch(self, observations: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        state = np.stack([np.asarray(obs["proprio"], dtype=np.float32) for obs in observations])
-        batch: dict[str, Any] = {
-            "observation.state": torch.as_tensor(state, device=self.device),
-            "task": [str(obs["instruction"]) for obs in observations],
-        }
-        for key, camera in (("agentview_image", "image"), ("wrist_image", "wrist_image")):
-            if key in observations[0]:
-                images = np.stack([np.asarray(obs[key]) for obs in observations]).astype(np.float32) / 255.0
-                batch[f"observation.images.{camera}"] = torch.as_tensor(images, device=self.device).permute(
-                    0, 3, 1, 2
-                )
+        """The LeRobot batch (on the policy's device, before its pre-processor) of these observations."""
+        missing = sorted({key for obs in observations for key in self.inputs if key not in obs})
+        if missing:
+            raise ConfigError(
+                f"observation lacks {missing} (has {sorted(observations[0])}), which this LeRobot policy "
+                "takes; make the env with the cameras it was trained on "
+                "(--cameras agentview,robot0_eye_in_hand)"
+            )
+        batch: dict[str, Any] = {"task": [str(obs.get("instruction", "")) for obs in observations]}
+        for key, name in self.inputs.items():
+            values = np.stack([np.asarray(obs[key]) for obs in observations])
+            tensor = torch.as_tensor(values, device=self.device)
+            if key.endswith("_image"):  # (B, H, W, 3) uint8 -> (B, 3, H, W) float in [0, 1]
+                tensor = tensor.permute(0, 3, 1, 2).float() / 255.0
+            batch[name] = tensor.float()
         return batch
+
+    def mean(self, observations: Sequence[Mapping[str, Any]]) -> torch.Tensor:
+        """The ``(B, 7)`` mean action (on the CPU, differentiable w.r.t. the LeRobot policy's weights)."""
+        batch = self._batch(observations)
+        if self.preprocessor is not None:
+            batch = self.preprocessor(batch)
+        self.policy.eval()
+        if self._takes_noise:
+            config = self.policy.config
+            shape = (len(observations), config.chunk_size, getattr(config, "max_action_dim", ACTION_SIZE))
+            chunk = self._predict(self.policy, batch, noise=torch.zeros(shape, device=self.device))
+        else:
+            chunk = self._predict(self.policy, batch)
+        if self.postprocessor is not None:
+            chunk = self.postprocessor(chunk)
+        return chunk[:, 0, :ACTION_SIZE].float().cpu()
 
     def distribution(self, observations: Sequence[Mapping[str, Any]]) -> torch.distributions.Distribution:
         """Gaussian around the first action of the predicted chunk."""
-        mean = self.policy.predict_action_chunk(self._batch(observations))[:, 0, :ACTION_SIZE]
+        mean = self.mean(observations)
         std = self.log_std.clamp(-5.0, 1.0).exp().expand_as(mean)
-        return _gaussian(mean.float(), std)
+        return _gaussian(mean, std)
+
+
+def make_random_act(
+    directory: str | Path,
+    *,
+    cameras: Sequence[str] = (),
+    image_size: int = 128,
+    object_state_size: int = 70,
+    tiny: bool = False,
+    chunk_size: int = 10,
+    seed: int = 0,
+) -> Path:
+    """Write a LeRobot ACT policy with random weights (no hub, no pretrained backbone) to ``directory``.
+
+    The directory is what ``lerobot-train`` writes (``config.json``, ``model.safetensors``, the pre- and
+    post-processor pipelines, with identity normalisation), so ``--policy lerobot:<directory>`` loads it
+    like any LeRobot checkpoint: the offline stand-in for a pretrained VLA, to exercise the swap.
+
+    Args:
+        directory: where to write (created).
+        cameras: ``agentview`` and/or ``robot0_eye_in_hand``: the image inputs (none: proprio and object
+            state only; ACT needs images or the environment state).
+        image_size: the env's square image size (LiberoEnv's ``image_size``).
+        object_state_size: the env's ``object_state`` size (LIBERO: 70; robosuite Lift: 10).
+        tiny: a 64-wide, one-layer transformer (seconds on a CPU) instead of ACT's defaults (512 wide,
+            4 encoder layers; ResNet-18 per camera).
+        chunk_size: actions predicted per call (only the first is used).
+        seed: seeds the random weights.
+
+    Returns:
+        ``directory`` as a path.
+
+    Raises:
+        MissingDependencyError: lerobot is not importable here.
+        ConfigError: an unknown camera.
+
+    Example:
+        >>> make_random_act("/tmp/act", tiny=True)  # doctest: +SKIP
+        PosixPath('/tmp/act')
+    """
+    _import_lerobot("make_random_act")
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    image_keys = {"agentview": "agentview_image", "robot0_eye_in_hand": "wrist_image"}
+    unknown = [camera for camera in cameras if camera not in image_keys]
+    if unknown:
+        raise ConfigError(f"cameras={list(cameras)!r}; choose among {sorted(image_keys)}")
+    features = {
+        LEROBOT_KEYS["proprio"]: PolicyFeature(FeatureType.STATE, (9,)),
+        LEROBOT_KEYS["object_state"]: PolicyFeature(FeatureType.ENV, (object_state_size,)),
+    }
+    for camera in cameras:
+        shape = (3, image_size, image_size)
+        features[LEROBOT_KEYS[image_keys[camera]]] = PolicyFeature(FeatureType.VISUAL, shape)
+    sizes: dict[str, Any] = {}
+    if tiny:
+        sizes = {
+            "dim_model": 64,
+            "n_heads": 2,
+            "dim_feedforward": 128,
+            "n_encoder_layers": 1,
+            "n_vae_encoder_layers": 1,
+            "latent_dim": 8,
+        }
+    config = ACTConfig(
+        input_features=features,
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (ACTION_SIZE,))},
+        pretrained_backbone_weights=None,
+        chunk_size=chunk_size,
+        n_action_steps=chunk_size,
+        device="cpu",
+        push_to_hub=False,
+        **sizes,
+    )
+    generator_state = torch.get_rng_state()
+    torch.manual_seed(seed)
+    policy = ACTPolicy(config)
+    torch.set_rng_state(generator_state)
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(path)
+    for pipeline in make_pre_post_processors(config, dataset_stats=None):
+        pipeline.save_pretrained(path)
+    return path
 
 
 def build_embodied_policy(
@@ -276,3 +443,35 @@ def behaviour_cloning(
             total += float(loss.detach()) * len(index)
         losses.append(total / len(order))
     return losses
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m wmrl_adapters.train.embodied_policy make-act DIR [--tiny] [--cameras ...]``: write a random
+    ACT directory (:func:`make_random_act`) for ``--policy lerobot:DIR``; run it with the embodied stack's
+    Python (``bash scripts/embodied.sh python``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m wmrl_adapters.train.embodied_policy")
+    commands = parser.add_subparsers(dest="command", required=True)
+    make = commands.add_parser("make-act", help="write a LeRobot ACT policy with random weights (offline)")
+    make.add_argument("directory")
+    make.add_argument("--cameras", default="", help="comma-separated: agentview,robot0_eye_in_hand")
+    make.add_argument("--image-size", type=int, default=128)
+    make.add_argument("--object-state-size", type=int, default=70, help="LIBERO: 70, robosuite Lift: 10")
+    make.add_argument("--tiny", action="store_true", help="a 64-wide one-layer transformer (CPU tests)")
+    make.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    cameras = [camera.strip() for camera in args.cameras.split(",") if camera.strip()]
+    path = make_random_act(
+        args.directory,
+        cameras=cameras,
+        image_size=args.image_size,
+        object_state_size=args.object_state_size,
+        tiny=args.tiny,
+        seed=args.seed,
+    )
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
