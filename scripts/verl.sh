@@ -21,13 +21,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # What the stack is: one line each, hashed into a stamp so that a changed list rebuilds.
 torch_requirement="torch==2.13.0"
 # cachetools, fastapi, uvicorn: verl 0.9.1's trainer modules (ray_trainer, main_ppo) import them, undeclared.
-requirements=("verl==0.9.1" "transformers>=5.5.3,<5.11,!=5.6.0" cachetools fastapi uvicorn)
+# TransferQueue: the store verl 0.9.1's default (v1) trainer passes batches through (its [verl-core] extra).
+requirements=("verl==0.9.1" "transformers>=5.5.3,<5.11,!=5.6.0" cachetools fastapi uvicorn "TransferQueue>=0.1.10")
 # What wmrl_algos and wmrl_envs import (wmrl itself goes in with --no-deps: its [llm] pins would clash).
 wmrl_requirements=("numpy>=2.0" "scipy>=1.10" "scikit-learn>=1.3" "gymnasium>=1.0" "tqdm>=4.60" "pandas>=2.0"
     "matplotlib>=3.7" "pytest>=8")
 stamp="$venv/.wmrl-verl-stamp"
 wanted="$(printf '%s\n' "$torch_requirement" "${requirements[@]}" "${wmrl_requirements[@]}" | sha256sum | cut -c1-16)"
-check="import verl.trainer.ppo.ray_trainer, torch, transformers, wmrl_algos, wmrl_adapters.verl"
+check="import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1, torch, transformers, wmrl_algos, wmrl_adapters.verl_main"
 
 log() { echo "[verl] $*" >&2; }
 
