@@ -227,6 +227,33 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _end_of_turn_token(tokenizer: Any) -> int:
+    """The special token the chat template closes an assistant turn with, else the tokenizer's EOS.
+
+    Why not plainly EOS: a reply must end with the very token the template writes after it, or the
+    next turn's prompt no longer extends the conversation. Which token a GGUF tokenizer calls EOS
+    depends on the transformers version (measured: SmolLM2's is ``<|im_end|>`` under 5.24 and
+    ``<|im_start|>`` under 5.17), while its template always closes a turn with ``<|im_end|>``.
+    """
+    marker = "\u2063wmrl\u2063"
+    try:
+        text = str(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker}], tokenize=False
+            )
+        )
+    except Exception:  # a template that refuses this conversation: keep the tokenizer's own EOS
+        text = ""
+    _, found, after = text.partition(marker)
+    special = set(getattr(tokenizer, "all_special_ids", ())) | set(
+        getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    )
+    ids = list(tokenizer(after, add_special_tokens=False)["input_ids"]) if found and after else []
+    if ids and ids[0] in special:
+        return int(ids[0])
+    return int(tokenizer.eos_token_id)
+
+
 @dataclass(frozen=True)
 class _Encoded:
     """A conversation as tokens: ``ids`` and a 0/1 ``trained`` flag per token (1 on assistant replies)."""
@@ -286,7 +313,7 @@ class LLMAgent:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.tokenizer = tokenizer
-        self._end_of_turn: int = int(tokenizer.eos_token_id)
+        self._end_of_turn: int = _end_of_turn_token(tokenizer)
         if self.config.lora_rank is not None:
             peft = require("peft", "trl")
             lora = peft.LoraConfig(

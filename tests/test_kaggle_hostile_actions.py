@@ -21,7 +21,9 @@ from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.env import MAX_TEXT_LENGTH, KaggleEnv, extract_code
 from wmrl_envs.kaggle.leaderboard import Leaderboard
 from wmrl_envs.kaggle.suite import KaggleSuite, build_suite
+from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 from wmrl_envs.sandbox import BubblewrapSandbox, ExecutionRequest, ExecutionResult, Sandbox
+from wmrl_envs.wrapper import WorldModelWrapper
 
 pytestmark = pytest.mark.integration
 
@@ -98,9 +100,9 @@ def test_a_long_line_of_backticks_is_parsed_in_linear_time(env: KaggleEnv) -> No
 
 
 @pytest.mark.parametrize("size", [MAX_TEXT_LENGTH + 1, 2 * 1024 * 1024])
-def test_an_action_longer_than_the_action_space_is_malformed_unparsed(env: KaggleEnv, size: int) -> None:
+def test_an_action_longer_than_the_limit_is_malformed_unparsed(env: KaggleEnv, size: int) -> None:
     action = "```python\nx = [" + "1," * (size // 2) + "]\n```"
-    assert not env.action_space.contains(action)
+    assert env.action_space.contains(action)  # any text is an action; the env judges it
     tracemalloc.start()
     started = time.perf_counter()
     _, reward, _, _, info = env.step(action)
@@ -109,6 +111,29 @@ def test_an_action_longer_than_the_action_space_is_malformed_unparsed(env: Kaggl
     tracemalloc.stop()
     assert info["status"] == "malformed" and f"{MAX_TEXT_LENGTH:,}" in info["detail"] and reward == 0.0
     assert elapsed < 1.0 and peak < 16 * 2**20, (elapsed, peak)
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        ("Решение → ✓\n```python\n# 预测 → ok\nimport shutil\n"
+         "shutil.copy('input/sample_submission.csv', 'submission.csv')\n```", "valid"),
+        ("1\n\"titanic.conf\" Bìn-Bìnnguyetsis hatsphthalocity ─－－－－�", "malformed"),
+    ],
+    ids=["code-with-other-scripts", "gibberish-measured-on-a-gpu-run"],
+)
+def test_a_reply_in_any_script_is_judged_by_the_env_not_refused_by_a_checking_wrapper(
+    titanic: Competition, strict_bubblewrap: BubblewrapSandbox, reply: str, status: str
+) -> None:
+    """A bf16 SmolLM2 reply like the second one stopped ``wmrl train`` with ``InvalidAction`` (the old
+    Latin-1 action space): the wrapper checks actions, and an LLM writes any character."""
+    env = KaggleEnv(titanic, sandbox=strict_bubblewrap, max_turns=2)
+    wrapped = WorldModelWrapper(env, RubricWorldModel())
+    wrapped.reset(seed=0, options={"anchor": True})
+    _, reward, _, _, info = wrapped.step(reply)
+    assert info["status"] == status, info["detail"]
+    assert (reward > 0) == (status == "valid")
+    wrapped.close()
 
 
 def test_a_large_valid_action_costs_the_trainer_no_compile_memory(env: KaggleEnv) -> None:

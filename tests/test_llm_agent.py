@@ -12,6 +12,7 @@ CPU. The vLLM path needs a CUDA GPU, which this machine does not have.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import resource
 import shutil
@@ -257,6 +258,20 @@ def test_loading_a_checkpoint_of_another_lora_setting_fails_clearly(lora_agent: 
     state["identity"] = {**state["identity"], "lora_rank": 4}
     with pytest.raises(CheckpointError, match="same model and LoRA"):
         lora_agent.load_state_dict(state)
+
+
+@heavy
+def test_the_end_of_turn_comes_from_the_chat_template_not_the_eos(lora_agent: LLMAgent) -> None:
+    """transformers 5.17 saves SmolLM2's GGUF tokenizer with EOS ``<|im_start|>`` (measured on a GPU
+    machine, where every multi-turn encoding then failed); the template closes turns with ``<|im_end|>``."""
+    tokenizer = copy.deepcopy(lora_agent.tokenizer)
+    tokenizer.eos_token = "<|im_start|>"
+    agent = LLMAgent(LLMAgentConfig(**FAST), model=lora_agent.model.get_base_model(), tokenizer=tokenizer)
+    replies = ("```python\nprint(1)\n```", "again")
+    trajectory = Trajectory("t", 0, 0, False, (TASK, LOG, LOG), replies, (), (), (), True)
+    _, mask = agent.logprobs([trajectory])
+    expected = sum(len(tokenizer(reply, add_special_tokens=False)["input_ids"]) + 1 for reply in replies)
+    assert int(mask.sum()) == expected
 
 
 @heavy

@@ -31,10 +31,11 @@ A timeout is the solution's failure and gets the runtime-error rung (stalling mu
 unknown outcome (the sandbox infrastructure failed) gives a NaN reward, ``info["reward_unknown"] =
 True``, and leaves the best value unchanged: it is never read as 0.
 
-Agent output is hostile too (``docs/threat-model.md``): an action longer than the action space's
-:data:`MAX_TEXT_LENGTH` is ``malformed`` without being parsed, fences are found in linear time, the
-trainer never compiles the solution (the sandbox reports syntax errors), the submission is graded
-with bounded work (:mod:`~wmrl_envs.kaggle.grading`), and its copy is deleted once graded.
+Agent output is hostile too (``docs/threat-model.md``): any text is an action (:class:`SolutionText`),
+one longer than :data:`MAX_TEXT_LENGTH` is ``malformed`` without being parsed, fences are found in
+linear time, the trainer never compiles the solution (the sandbox reports syntax errors), the
+submission is graded with bounded work (:mod:`~wmrl_envs.kaggle.grading`), and its copy is deleted
+once graded.
 
 ``info`` (for the trainer, never shown to the agent) holds ``status``, ``score`` (private),
 ``public_score``, ``position``, ``medal``, ``above_median``, ``ladder_value``, ``best_ladder_value``,
@@ -64,7 +65,15 @@ from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
 from wmrl_envs.world_model import Prediction
 
-__all__ = ["CHARSET", "MAX_TEXT_LENGTH", "KaggleEnvConfig", "KaggleEnv", "RewardScheme", "extract_code"]
+__all__ = [
+    "CHARSET",
+    "MAX_TEXT_LENGTH",
+    "KaggleEnvConfig",
+    "KaggleEnv",
+    "RewardScheme",
+    "SolutionText",
+    "extract_code",
+]
 
 RewardScheme = Literal["per_execution", "best_improvement"]
 """How an execution's ladder value becomes the step reward (see the module docstring)."""
@@ -81,6 +90,27 @@ _CODE_LINE = re.compile(
 )
 """One line of Python (matched against a stripped line; possessive quantifiers keep it linear)."""
 _ALLOWED = frozenset(CHARSET)
+
+
+class SolutionText(spaces.Text):
+    """The action space: any text. The env itself judges an action, not the space.
+
+    Why not Gymnasium's ``Text`` with :data:`CHARSET`: a wrapper that checks actions (as
+    :class:`~wmrl_envs.wrapper.WorldModelWrapper` does) raises ``InvalidAction`` for anything outside the
+    space, and an LLM policy writes whatever it likes: a ``→`` in a comment (valid Python) or a reply of
+    gibberish in another script stopped a GPU training run that way. Here every string is an action;
+    one longer than :data:`MAX_TEXT_LENGTH` or without code is the policy's failure (``malformed``,
+    reward 0), not an error. Samples still come from :data:`CHARSET`. Non-text actions are outside.
+
+    Example:
+        >>> space = SolutionText(max_length=MAX_TEXT_LENGTH, charset=CHARSET)
+        >>> space.contains("x = 1  # 预测 → ok"), space.contains(b"bytes")
+        (True, False)
+    """
+
+    def contains(self, x: Any) -> bool:
+        """Any ``str``, whatever its characters and length."""
+        return isinstance(x, str)
 _UNISOLATED_BACKENDS = frozenset({"unsafe"})
 
 
@@ -150,7 +180,7 @@ def _solution_of(action: object) -> str | Outcome:
     if len(action) > MAX_TEXT_LENGTH:
         return Outcome(
             status="malformed",
-            detail=f"the action is {len(action):,} characters; the action space allows at most "
+            detail=f"the action is {len(action):,} characters; the env runs at most "
             f"{MAX_TEXT_LENGTH:,}: send one shorter solution",
         )
     code = extract_code(action)
@@ -305,7 +335,7 @@ class KaggleEnv(gym.Env[str, str]):
         self._owns_sandbox = isinstance(sandbox, str)
         self.sandbox = _make_sandbox(sandbox) if isinstance(sandbox, str) else sandbox
         self.observation_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=0, charset=CHARSET)
+        self.action_space = SolutionText(max_length=MAX_TEXT_LENGTH, min_length=0, charset=CHARSET)
         self._seed = seed
         self._seeded = False
         self.competition: Competition | None = None
@@ -408,7 +438,7 @@ class KaggleEnv(gym.Env[str, str]):
 
         The reward follows ``config.reward``: by default (``"per_execution"``) it is this execution's
         ladder value, ``RewardLadder.reward(status, position)``; with ``"best_improvement"`` it is the
-        improvement of the episode's best ladder value. An action longer than the action space's
+        improvement of the episode's best ladder value. An action longer than
         :data:`MAX_TEXT_LENGTH`, or one with no solution in it, is ``malformed`` (nothing runs).
 
         Returns:
