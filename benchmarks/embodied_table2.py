@@ -1,7 +1,8 @@
 """The paper's Table 2 at CPU scale: SFT, then GRPO on sparse success vs world model only vs WMRL vs anchors.
 
 For each seed: scripted demonstrations with privileged state and behaviour cloning (``algo=sft``), then
-four RL runs from that SFT policy with the same trainer (``wmrl train --env robosuite:Lift``):
+four RL runs from that SFT policy with the same trainer (``wmrl train --env ENV``; ``robosuite:Lift`` or
+``libero:libero_object/0``, the envs with a scripted expert):
 ``grpo`` (sparse success on every episode), ``wm`` (sim-state progress only), ``wmrl`` (progress
 corrected by the anchor groups' success: isotonic Online Debiasing + inverse-variance anchor weight)
 and ``anchors`` (success on the anchor groups alone: the equal-label baseline). Every policy is
@@ -9,12 +10,14 @@ evaluated on the same initial states with the same sampling noise. Writes ``tabl
 (success rate +- s.e. over seeds, real success labels used, simulator episodes, compute, diagnostics,
 the issue's targets marked met / NOT met), ``success_vs_step.png`` and ``success_bar.png``.
 
-    nice -n 10 python benchmarks/embodied_table2.py                 # the committed run (see docs/embodied.md)
+    nice -n 10 python benchmarks/embodied_table2.py                 # the committed Lift run
+    python benchmarks/embodied_table2.py --env libero:libero_object/0   # the committed LIBERO run
     python benchmarks/embodied_table2.py --table-only               # the table from the runs complete so far
     python benchmarks/embodied_table2.py --seeds 1 --steps 1 --groups 2 --eval-samples 2 --out /tmp/t2
 
-Runs are directories under ``OUT/runs/`` (skipped when complete, resumed when interrupted). Needs the
-embodied stack (``bash scripts/embodied.sh``).
+Each env has its own results directory and sizes (``ENV_DEFAULTS``: the committed runs; a flag overrides
+one). Runs are directories under ``OUT/runs/`` (skipped when complete, resumed when interrupted). Needs
+the embodied stack (``bash scripts/embodied.sh``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,33 @@ from wmrl_adapters.train.embodied import POLICY_FILE, EmbodiedTrainer
 from wmrl_adapters.train.rundir import CHECKPOINT, SUMMARY, read_metrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
+ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "robosuite:Lift": {
+        "out": RESULTS,
+        "steps": 6,
+        "groups": 8,
+        "group_size": 4,
+        "horizon": 50,
+        "eval_samples": 24,
+        "eval_every": 3,
+        "demos": 30,
+        "bc_epochs": 100,
+        "hidden": 64,
+    },
+    "libero:libero_object/0": {
+        "out": RESULTS.with_name("embodied_table2_libero"),
+        "steps": 4,
+        "groups": 6,
+        "group_size": 4,
+        "horizon": 160,
+        "eval_samples": 24,
+        "eval_every": 2,
+        "demos": 30,
+        "bc_epochs": 300,
+        "hidden": 64,
+    },
+}
+"""Per env: the results directory and the sizes of its committed run."""
 METHODS: tuple[tuple[str, str], ...] = (
     ("grpo", "+ GRPO (sparse success)"),
     ("wm", "+ world model only (progress)"),
@@ -41,24 +71,30 @@ METHODS: tuple[tuple[str, str], ...] = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The benchmark's options (sizes default to the committed run)."""
+    """The benchmark's options (output directory and sizes default to the env's committed run)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--env", default="robosuite:Lift", choices=sorted(ENV_DEFAULTS))
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--groups", type=int, default=8)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--horizon", type=int, default=50)
-    parser.add_argument("--eval-samples", type=int, default=24)
-    parser.add_argument("--eval-every", type=int, default=3)
-    parser.add_argument("--demos", type=int, default=30)
-    parser.add_argument("--bc-epochs", type=int, default=100)
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--groups", type=int)
+    parser.add_argument("--group-size", type=int)
+    parser.add_argument("--horizon", type=int)
+    parser.add_argument("--eval-samples", type=int)
+    parser.add_argument("--eval-every", type=int)
+    parser.add_argument("--demos", type=int)
+    parser.add_argument("--bc-epochs", type=int)
+    parser.add_argument("--hidden", type=int)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--init-std", type=float, default=0.1)
     parser.add_argument("--methods", default=",".join(m for m, _ in METHODS))
     parser.add_argument("--table-only", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for key, value in ENV_DEFAULTS[args.env].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    return args
 
 
 def _run(config: EmbodiedConfig, run_dir: Path) -> None:
@@ -74,8 +110,9 @@ def run_all(args: argparse.Namespace) -> None:
     """Every SFT and RL run that is not complete yet."""
     runs = args.out / "runs"
     common = dict(
-        env="robosuite:Lift",
+        env=args.env,
         horizon=args.horizon,
+        hidden=args.hidden,
         eval_samples=args.eval_samples,
         workers=args.workers,
         init_std=args.init_std,
@@ -212,6 +249,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) -> None:
     """``table.md``, ``table.json``, ``success_vs_step.png``, ``success_bar.png``."""
     out.mkdir(parents=True, exist_ok=True)
+    env = settings.get("env", "robosuite:Lift")
     lines = [
         "| method | success rate (+- s.e. over seeds) | seeds | real success labels | sim episodes "
         "(training) | compute charged (s) | scorer AUROC (own rollouts) | calibrated AUROC | bias reduction "
@@ -252,7 +290,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         axis.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=label)
     axis.set_xlabel("training step")
     axis.set_ylabel("evaluation success rate")
-    axis.set_title("Lift: success vs training step (step 0 = SFT; mean +- s.e. over seeds)")
+    axis.set_title(f"{env}: success vs training step (step 0 = SFT; mean +- s.e. over seeds)")
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(out / "success_vs_step.png", dpi=90)
@@ -268,7 +306,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
     )
     axis.set_xticks(range(len(rows)), [row["method"] for row in rows])
     axis.set_ylabel("evaluation success rate")
-    axis.set_title("Table 2 shape at CPU scale (robosuite Lift)")
+    axis.set_title(f"Table 2 shape at CPU scale ({env})")
     figure.tight_layout()
     figure.savefig(out / "success_bar.png", dpi=90)
     plt.close(figure)

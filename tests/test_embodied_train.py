@@ -161,3 +161,17 @@ def test_wmrl_train_runs_on_libero_through_the_same_trainer(tmp_path):
     assert np.isfinite(line["losses/loss"])
     assert (tmp_path / "run" / "checkpoint.pt").is_file() and (tmp_path / "run" / "summary.json").is_file()
     assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "libero:libero_object/0"
+
+
+def test_sft_on_libero_clones_the_scripted_pick_and_place_expert(tmp_path):
+    """``--algo sft --env libero:libero_object/0``: the pick-and-place expert's demos, then a policy file."""
+    config = EmbodiedConfig(
+        env="libero:libero_object/0", algo="sft", demos=1, demo_noise=0.0, bc_epochs=5, horizon=150,
+        eval_samples=0, workers=1, progress=False,
+    )  # fmt: skip
+    summary = EmbodiedTrainer(config, tmp_path / "sft").run()
+    final = summary["final"]
+    assert final["sft/demo_success_rate"] == 1.0 and 50 < final["sft/pairs"] < 150
+    assert final["compute/demo_episodes"] == 1 and final["sft/bc_loss_last"] < final["sft/bc_loss_first"]
+    state = torch.load(tmp_path / "sft" / "policy.pt", weights_only=False)
+    GaussianMLPPolicy({"proprio": 9, "object_state": 70}, seed=1).load_state_dict(state)  # strict: fits

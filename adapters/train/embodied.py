@@ -263,11 +263,13 @@ class EmbodiedTrainer(RunTrainer):
         make_env: Callable[[], Any] | None = None,
     ) -> None:
         self.open_run_dir(config, run_dir, resume)
-        if config.algo == "sft" and config.env != "robosuite:Lift":
-            raise ConfigError(
-                f"algo=sft on env={config.env!r}: the scripted expert with privileged state exists for "
-                "robosuite:Lift only; use --env robosuite:Lift, or train on this env with --init POLICY.pt"
-            )
+        if config.algo == "sft":
+            from wmrl_envs.embodied.policies import scripted_expert
+
+            try:
+                self.expert: Any = scripted_expert(config.env)
+            except ConfigError as error:
+                raise ConfigError(f"algo=sft: {error}; or train on this env with --init POLICY.pt") from error
         torch.manual_seed(config.seed)
         self.runner = EpisodeRunner(
             make_env or (lambda: make_embodied_env(config)), config.workers, config.horizon
@@ -476,7 +478,6 @@ class EmbodiedTrainer(RunTrainer):
     # ------------------------------------------------------------------------------------------ SFT
     def _sft_step(self) -> dict[str, float]:
         from wmrl_envs.embodied.demos import collect_demonstrations
-        from wmrl_envs.embodied.policies import ScriptedLiftPolicy
 
         config = self.config
         started = time.perf_counter()
@@ -484,11 +485,12 @@ class EmbodiedTrainer(RunTrainer):
         try:
             demos = collect_demonstrations(
                 env,
-                ScriptedLiftPolicy(),
+                self.expert,
                 episodes=config.demos,
                 horizon=config.horizon,
                 noise=config.demo_noise,
                 seed=config.seed * 10_000,
+                tasks=(config.tasks() or list(range(self._n_tasks))) if self._has_init_states else None,
             )
         finally:
             self.runner.release(env)

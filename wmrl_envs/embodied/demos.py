@@ -64,6 +64,7 @@ def collect_demonstrations(
     noise: float = 0.1,
     seed: int = 0,
     reset_options: Mapping[str, Any] | None = None,
+    tasks: Sequence[int] | None = None,
 ) -> Demonstrations:
     """Run the expert with noisy execution; record (observation, clean action) of successful episodes.
 
@@ -75,9 +76,11 @@ def collect_demonstrations(
         noise: standard deviation of the Gaussian noise added to the executed action (DART).
         seed: seeds the resets and the noise.
         reset_options: passed to every ``reset`` (e.g. ``{"task_id": 3}``).
+        tasks: LIBERO task ids taken in turn (episode ``i`` resets with ``task_id = tasks[i % len]``);
+            ``None``: the ``task_id`` of ``reset_options``, if any.
 
     Raises:
-        ConfigError: a non-positive ``episodes``/``horizon`` or a negative ``noise``.
+        ConfigError: a non-positive ``episodes``/``horizon``, a negative ``noise`` or an empty ``tasks``.
 
     Example:
         >>> from wmrl_envs.embodied import RobosuiteEnv  # doctest: +SKIP
@@ -89,12 +92,17 @@ def collect_demonstrations(
         raise ConfigError(
             f"episodes={episodes!r}, horizon={horizon!r}, noise={noise!r}; pass positive counts, noise >= 0"
         )
+    if tasks is not None and not len(tasks):
+        raise ConfigError("tasks=[]; pass at least one task id, or None for the reset options' task")
     generator = np.random.default_rng(seed)
     observations: list[Mapping[str, Any]] = []
     actions: list[np.ndarray] = []
     successes = steps = 0
     for episode in range(episodes):
-        obs, info = env.reset(seed=seed + episode, options=dict(reset_options or {}))
+        options = dict(reset_options or {})
+        if tasks is not None:
+            options["task_id"] = int(tasks[episode % len(tasks)])
+        obs, info = env.reset(seed=seed + episode, options=options)
         episode_obs, episode_actions, success = [], [], False
         for _ in range(horizon):
             clean = np.asarray(expert.act([obs], [info])[0], dtype=np.float32)
