@@ -29,15 +29,16 @@ groups whose reward mean is not 0, which is what a plain reward (another reward 
 in the reward (``algorithm.use_kl_in_reward=True``) would hand it, so the equivalence cannot break
 silently. The same pattern as the TRL adapter (``wmrl_adapters.trl``, ``scale_rewards="none"``).
 
-Where verl 0.9.1 calls a batch reward manager: nowhere. Its trainers (the v1 one and the deprecated v0
-``trainer.use_v1=False`` one alike) compute rewards through the reward loop, which calls a per-sample
-``run_single(data[i:i+1])`` in reward-loop workers, or in the agent loop as each rollout finishes, and
-no hook there sees a whole group; ``verl.workers.reward_manager`` (the batch registry this manager
-registers in) is kept by verl but no trainer reads it. So the manager runs where you hand it the batch:
-your own loop over verl's ``DataProto`` (``batch.union(manager.compute_rm_score(batch))``, then verl's
-``compute_advantage(batch, adv_estimator="wmrl_grpo", ...)``), or a trainer whose reward step calls it on
-the whole batch (a change to the reward block of verl's ``RayPPOTrainer.fit``). docs/scale-out.md ("Add
-WMRL to an existing verl GRPO run") says what runs where.
+Where verl 0.9.1 calls a batch reward manager: nowhere by default. Its trainers (the v1 one and the
+deprecated v0 ``trainer.use_v1=False`` one alike) compute rewards through the reward loop, which scores
+each rollout alone (``run_single(data[i:i+1])`` in reward-loop workers, as each rollout finishes), and
+``verl.workers.reward_manager`` (the batch registry this manager registers in) is read by no trainer. So
+the manager runs where it is handed the batch: ``python -m wmrl_adapters.verl_main`` (module
+:mod:`wmrl_adapters.verl_main`) runs verl's own v1 trainer with its whole-batch reward step calling
+:meth:`WMRLRewardManager.compute_rm_score`, or your own loop over verl's ``DataProto``
+(``batch.union(manager.compute_rm_score(batch))``, then verl's ``compute_advantage(batch,
+adv_estimator="wmrl_grpo", ...)``). docs/scale-out.md ("Add WMRL to an existing verl GRPO run") says what
+runs where.
 
 verl is imported lazily: it pins a ``transformers`` release below the one wmrl's ``[llm]``/``[trl]``
 extras use, so it lives in its own environment (``bash scripts/verl.sh`` builds it).
@@ -242,8 +243,8 @@ class WMRLRewardManager:
 
         A ``DataProto`` with the ``rm_scores`` tensor, the ``reward_extra_info`` columns and
         ``meta_info["reward_extra_keys"]``: ``batch.union(...)`` it into the training batch and verl's
-        ``extract_reward`` and advantage step read it as they read the reward loop's. This is the hook a
-        trainer that hands whole batches to a reward manager calls (docs/scale-out.md).
+        ``extract_reward`` and advantage step read it as they read the reward loop's. verl's v1 trainer
+        calls it on each whole batch under ``python -m wmrl_adapters.verl_main`` (docs/scale-out.md).
         """
         protocol = _verl("verl.protocol")
         tensordict = _verl("tensordict")
