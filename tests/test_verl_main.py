@@ -7,7 +7,8 @@ starts a one-node local Ray and verl's real TransferQueue (the store the v1 trai
 puts one sampled batch into it in the layout verl's agent loop writes (six uid groups of four, rows of a
 group not adjacent), and calls the trainer's own ``_compute_reward_colocate`` and ``_compute_advantage``
 (verl's code, with the WMRL reward step mixed in). It then runs the trainer's ``init()`` as far as it gets
-on a machine without a GPU and reports where and why it stops. The tokenizer is a real Hugging Face fast
+on a machine without a GPU and reports where and why it stops. A last test runs the real command,
+``python -m wmrl_adapters.verl_main <overrides>``, which gets as far (through verl's own Ray task runner). The tokenizer is a real Hugging Face fast
 tokenizer (word level, built offline); the scorers are real functions
 (exact match against the ground truth; a token-overlap guess that cannot answer empty responses).
 Nothing is mocked; what cannot exist here is a GPU, so verl's workers (rollout, actor update) do not run.
@@ -143,6 +144,60 @@ def test_on_cpu_the_trainer_sets_up_until_verl_asks_ray_for_gpus(report: dict[st
     assert "GPU" in init["error"]
 
 
+def test_the_command_runs_verls_task_runner_with_the_wmrl_trainer_up_to_the_gpu_check(
+    report: dict[str, Any],
+) -> None:
+    # The real command line, end to end: Hydra, verl's run_ppo, a Ray TaskRunner actor that builds the WMRL
+    # trainer from verl's registry; on this machine verl's setup then stops where its workers need a GPU.
+    work = Path(report["work"])
+    ray_dir = tempfile.mkdtemp(prefix="wmrl-ray-", dir="/tmp")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "tests"), "RAY_TMPDIR": ray_dir}
+    try:
+        done = subprocess.run(
+            [str(VERL_PYTHON), "-m", "wmrl_adapters.verl_main", *overrides(work)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "ray::WMRLTaskRunner.run()" in output
+    assert "verl_main.py" in output and "in _setup" in output  # WMRLRewardStep._setup, inside the actor
+    assert "ValueError: Total available GPUs 0 is less than total desired GPUs 1" in output
+
+
+def overrides(work: Path) -> list[str]:
+    """The command line of both tests: verl's GRPO overrides for a tiny run plus the WMRL ones."""
+    return [
+        f"actor_rollout_ref.model.path={work / 'model'}",
+        f"data.train_files={work / 'train.parquet'}",
+        f"data.val_files={work / 'train.parquet'}",
+        f"data.train_batch_size={GROUPS}",
+        "data.max_prompt_length=16",
+        "data.max_response_length=8",
+        f"actor_rollout_ref.rollout.n={GROUP_SIZE}",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        "algorithm.adv_estimator=wmrl_grpo",
+        "algorithm.use_kl_in_reward=False",
+        "trainer.n_gpus_per_node=1",
+        "trainer.logger=[console]",
+        # On 2 cores: verl's default 8 TransferQueue storage actors (1 CPU each) would never be scheduled.
+        "ray_kwargs.ray_init.num_cpus=4",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        "+wmrl.real=test_verl_main:real_score",
+        "+wmrl.world_model=test_verl_main:guess_score",
+        "+wmrl.correction.anchor_fraction=0.5",
+        "+wmrl.correction.weighting=paper",
+        "+wmrl.correction.seed=3",
+    ]
+
+
 def _layout(tokenizer: Any, texts: list[str], truths: list[str], uids: list[str]) -> tuple[Any, list[dict]]:
     """Sampled rows as verl's agent loop (``AgentLoopWorkerTQ._agent_loop_postprocess``) writes them."""
     import torch
@@ -178,7 +233,6 @@ def _inside_verl(work: Path) -> dict[str, Any]:
     import ray
     import test_verl_main as scorers  # the copy the command line's 'test_verl_main:real_score' imports
     import transfer_queue as tq
-    from omegaconf import open_dict
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config
     from verl.trainer.ppo.v1 import PPOTrainerSync
@@ -215,28 +269,8 @@ def _inside_verl(work: Path) -> dict[str, Any]:
     ]
     pd.DataFrame(rows).to_parquet(work / "train.parquet")
 
-    overrides = [
-        f"actor_rollout_ref.model.path={model_dir}",
-        f"data.train_files={work / 'train.parquet'}",
-        f"data.val_files={work / 'train.parquet'}",
-        f"data.train_batch_size={GROUPS}",
-        "data.max_prompt_length=16",
-        "data.max_response_length=8",
-        f"actor_rollout_ref.rollout.n={GROUP_SIZE}",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
-        "algorithm.adv_estimator=wmrl_grpo",
-        "algorithm.use_kl_in_reward=False",
-        "trainer.n_gpus_per_node=1",
-        "trainer.logger=[console]",
-        "+wmrl.real=test_verl_main:real_score",
-        "+wmrl.world_model=test_verl_main:guess_score",
-        "+wmrl.correction.anchor_fraction=0.5",
-        "+wmrl.correction.weighting=paper",
-        "+wmrl.correction.seed=3",
-    ]
-    config = compose(overrides)
+    command_line = overrides(work)
+    config = compose(command_line)
     cls = trainer_class(config)
     report: dict[str, Any] = {
         "config": {
@@ -250,19 +284,18 @@ def _inside_verl(work: Path) -> dict[str, Any]:
             "trainer_bases": [base.__name__ for base in cls.__bases__],
         },
         "refused": {},
+        "work": str(work),
         "loaded_from_path": load_scorer(f"{Path(__file__).resolve()}:real_score").__name__,
     }
     assert issubclass(cls, PPOTrainerSync)
     for override, _ in REFUSED:
         try:
-            compose([*overrides, override])
+            compose([*command_line, override])
             report["refused"][override] = ""
         except ConfigError as exc:
             report["refused"][override] = str(exc)
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    with open_dict(config):
-        config.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
     tq.init(config.transfer_queue)
     try:
         trainer = cls(config)
