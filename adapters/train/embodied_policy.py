@@ -14,8 +14,11 @@ privileged ``object_state`` by default; no images, which would make every simula
 see docs/embodied.md), a diagonal Gaussian with a state-independent learned standard deviation, inputs
 normalised with statistics fitted on the demonstrations. :func:`behaviour_cloning` fits its mean to
 scripted demonstrations (the SFT stage). :func:`build_embodied_policy` turns the ``policy`` config string
-into a policy, so swapping in a LeRobot policy (``lerobot:<pretrained dir>``; see docs/embodied.md) is
-a configuration change.
+into a policy, so swapping in a LeRobot policy (``lerobot:<pretrained dir>``,
+:class:`LeRobotGaussianPolicy`; see docs/embodied.md) is a configuration change. :func:`make_random_act`
+(``python -m wmrl_adapters.train.embodied_policy make-act DIR``) writes a LeRobot ACT with random weights,
+the offline stand-in for a pretrained VLA that the tests and the GPU cost check
+(``scripts/gpu_lerobot_check.py``) train.
 """
 
 from __future__ import annotations
