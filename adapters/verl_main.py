@@ -238,8 +238,8 @@ class WMRLRewardStep:
     setup that needs no GPU (it is called after verl's ``_setup``, which needs the workers).
 
     Example:
-        >>> trainer_class  # doctest: +ELLIPSIS
-        <function trainer_class at ...>
+        >>> [name for name in vars(WMRLRewardStep) if not name.startswith("__")]
+        ['_setup', 'attach_wmrl', '_compute_reward_colocate']
     """
 
     wmrl_reward: WholeBatchReward

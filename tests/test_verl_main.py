@@ -8,9 +8,9 @@ puts one sampled batch into it in the layout verl's agent loop writes (six uid g
 group not adjacent), and calls the trainer's own ``_compute_reward_colocate`` and ``_compute_advantage``
 (verl's code, with the WMRL reward step mixed in). It then runs the trainer's ``init()`` as far as it gets
 on a machine without a GPU and reports where and why it stops. A last test runs the real command,
-``python -m wmrl_adapters.verl_main <overrides>``, which gets as far (through verl's own Ray task runner). The tokenizer is a real Hugging Face fast
-tokenizer (word level, built offline); the scorers are real functions
-(exact match against the ground truth; a token-overlap guess that cannot answer empty responses).
+``python -m wmrl_adapters.verl_main <overrides>``, which gets as far (through verl's own Ray task runner).
+The tokenizer is a real Hugging Face fast tokenizer (word level, built offline); the scorers are real
+functions (exact match against the ground truth; a token-overlap guess that cannot answer empty responses).
 Nothing is mocked; what cannot exist here is a GPU, so verl's workers (rollout, actor update) do not run.
 """
 
@@ -65,11 +65,10 @@ def guess_score(solution_strs: list[str], ground_truths: list[str], **_: Any) ->
     return out
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    subprocess.run(["bash", str(REPO / "scripts/verl.sh")], check=True, timeout=900)
-    work = tmp_path_factory.mktemp("verl_main")
-    ray_dir = tempfile.mkdtemp(prefix="wmrl-ray-", dir="/tmp")  # Ray's socket paths must stay < 108 bytes
+def _in_verl_venv(args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """The verl venv's Python on ``args``: offline, this folder importable (the scorers), Ray's files in a
+    short /tmp folder (its socket paths must stay under 108 bytes), removed afterwards."""
+    ray_dir = tempfile.mkdtemp(prefix="wmrl-ray-", dir="/tmp")
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -78,16 +77,18 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "RAY_TMPDIR": ray_dir,
     }
     try:
-        done = subprocess.run(
-            [str(VERL_PYTHON), str(Path(__file__).resolve()), str(work)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
+        return subprocess.run(
+            [str(VERL_PYTHON), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
         )
     finally:
         shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    subprocess.run(["bash", str(REPO / "scripts/verl.sh")], check=True, timeout=900)
+    work = tmp_path_factory.mktemp("verl_main")
+    done = _in_verl_venv([str(Path(__file__).resolve()), str(work)], cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -150,19 +151,8 @@ def test_the_command_runs_verls_task_runner_with_the_wmrl_trainer_up_to_the_gpu_
     # The real command line, end to end: Hydra, verl's run_ppo, a Ray TaskRunner actor that builds the WMRL
     # trainer from verl's registry; on this machine verl's setup then stops where its workers need a GPU.
     work = Path(report["work"])
-    ray_dir = tempfile.mkdtemp(prefix="wmrl-ray-", dir="/tmp")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "tests"), "RAY_TMPDIR": ray_dir}
-    try:
-        done = subprocess.run(
-            [str(VERL_PYTHON), "-m", "wmrl_adapters.verl_main", *overrides(work)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        shutil.rmtree(ray_dir, ignore_errors=True)
+    # cwd: Hydra writes its outputs/ folder there.
+    done = _in_verl_venv(["-m", "wmrl_adapters.verl_main", *overrides(work)], cwd=work, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "ray::WMRLTaskRunner.run()" in output
