@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -238,11 +239,12 @@ class WMRLRewardStep:
     setup that needs no GPU (it is called after verl's ``_setup``, which needs the workers).
 
     Example:
-        >>> [name for name in vars(WMRLRewardStep) if not name.startswith("__")]
-        ['_setup', 'attach_wmrl', '_compute_reward_colocate']
+        >>> [name for name in vars(WMRLRewardStep) if name.startswith("_") and not name.startswith("__")]
+        ['_setup', '_save_checkpoint', '_compute_reward_colocate']
     """
 
     wmrl_reward: WholeBatchReward
+    global_steps: int
 
     def _setup(self) -> None:
         super()._setup()  # type: ignore[misc]
@@ -250,11 +252,40 @@ class WMRLRewardStep:
 
     def attach_wmrl(self) -> None:
         """Register ``wmrl_grpo`` here (the advantage step runs in this process), build the manager from
-        ``config.wmrl`` and put it in place of verl's reward-loop manager."""
+        ``config.wmrl``, restore its state when verl resumed a checkpoint, and put it in place of verl's
+        reward-loop manager."""
         register()
         settings = check_config(self.config)  # type: ignore[attr-defined]
-        self.wmrl_reward = WholeBatchReward(settings.manager(self.tokenizer))  # type: ignore[attr-defined]
+        manager = settings.manager(self.tokenizer)  # type: ignore[attr-defined]
+        if getattr(self, "global_steps", 0) > 0:
+            path = self.wmrl_state_path(resuming=True)
+            if path.is_file():
+                manager.load_state_dict(_verl("torch").load(path, weights_only=False))
+            else:
+                warnings.warn(
+                    f"verl resumed step {self.global_steps} but {path} does not exist (a checkpoint of a run "
+                    "without WMRL?): the calibration and weights start again from nothing",
+                    stacklevel=2,
+                )
+        self.wmrl_reward = WholeBatchReward(manager)
         self.reward_loop_manager = self.wmrl_reward
+
+    def wmrl_state_path(self, resuming: bool = False) -> Path:
+        """``wmrl.pt`` in the checkpoint folder of this step: where verl saves, or the one it resumed."""
+        trainer = self.config.trainer  # type: ignore[attr-defined]
+        if resuming and trainer.resume_mode == "resume_path":
+            return Path(trainer.resume_from_path) / "wmrl.pt"
+        return Path(trainer.default_local_dir) / f"global_step_{self.global_steps}" / "wmrl.pt"
+
+    def _save_checkpoint(self) -> None:
+        super()._save_checkpoint()  # type: ignore[misc]
+        self.save_wmrl_state()
+
+    def save_wmrl_state(self) -> None:
+        """Save the correction loop's state next to verl's checkpoint of this step."""
+        path = self.wmrl_state_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _verl("torch").save(self.wmrl_reward.manager.state_dict(), path)  # type: ignore[union-attr]
 
     def _compute_reward_colocate(self, batch: Any, metrics: dict[str, Any] | None = None) -> Any:
         """Stage the group columns, then verl's own whole-batch reward step (which calls the manager)."""

@@ -138,6 +138,16 @@ def test_a_validation_batch_is_scored_for_real_on_every_row(report: dict[str, An
     assert validation["score"] == validation["true_score"]
 
 
+def test_the_correction_state_is_saved_with_verls_checkpoint_and_restored_on_resume(
+    report: dict[str, Any],
+) -> None:
+    checkpoint = report["checkpoint"]
+    assert checkpoint["path"] == "global_step_1/wmrl.pt"
+    assert checkpoint["saved_steps"] == 1
+    assert checkpoint["steps"] == {"resumed": 1, "fresh": 0}
+    assert checkpoint["same_next_plan"]["resumed"]  # the anchor scheduler continues where it stopped
+
+
 def test_on_cpu_the_trainer_sets_up_until_verl_asks_ray_for_gpus(report: dict[str, Any]) -> None:
     init = report["init"]
     assert init["train_dataset_rows"] == GROUPS
@@ -177,6 +187,7 @@ def overrides(work: Path) -> list[str]:
         "algorithm.use_kl_in_reward=False",
         "trainer.n_gpus_per_node=1",
         "trainer.logger=[console]",
+        f"trainer.default_local_dir={work / 'checkpoints'}",
         # On 2 cores: verl's default 8 TransferQueue storage actors (1 CPU each) would never be scheduled.
         "ray_kwargs.ray_init.num_cpus=4",
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
@@ -295,6 +306,7 @@ def _inside_verl(work: Path) -> dict[str, Any]:
         trainer.attach_wmrl()
         report["step"] = _reward_and_advantage(trainer, scorers, tq, np, CorrectionLoop, ScoredGroup)
         report["validation"] = _validation(trainer, scorers, tq)
+        report["checkpoint"] = _checkpoint_round_trip(trainer, cls, config, tokenizer)
         report["init"] = {}
         try:
             cls(config).init()
@@ -381,6 +393,28 @@ def _reward_and_advantage(
         "rm_scores_written": "rm_scores" in set(stored.keys()),
         "extra_columns_written": {"wmrl_weight", "wmrl_calibrated"} <= set(stored.keys()),
         "metrics": sorted(metrics),
+    }
+
+
+def _checkpoint_round_trip(trainer: Any, cls: type, config: Any, tokenizer: Any) -> dict[str, Any]:
+    """The WMRL state saved at step 1 as verl's checkpoint step saves it, restored by a resumed trainer."""
+    trainer.global_steps = 1
+    trainer.save_wmrl_state()
+    resumed = cls(config)
+    resumed.tokenizer, resumed.global_steps = tokenizer, 1  # what verl's _load_checkpoint leaves
+    resumed.attach_wmrl()
+    fresh = cls(config)
+    fresh.tokenizer, fresh.global_steps = tokenizer, 0
+    fresh.attach_wmrl()
+    saved, loops = trainer.wmrl_reward.manager.loop, {"resumed": resumed, "fresh": fresh}
+    next_plan = saved.plan(GROUPS).tolist()  # the anchor groups the saved run would pick next
+    return {
+        "path": str(trainer.wmrl_state_path().relative_to(config.trainer.default_local_dir)),
+        "steps": {name: t.wmrl_reward.manager.loop.state_dict()["steps"] for name, t in loops.items()},
+        "saved_steps": saved.state_dict()["steps"],
+        "same_next_plan": {
+            name: t.wmrl_reward.manager.loop.plan(GROUPS).tolist() == next_plan for name, t in loops.items()
+        },
     }
 
 
