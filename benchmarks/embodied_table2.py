@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied import POLICY_FILE, EmbodiedTrainer
 from wmrl_adapters.train.rundir import CHECKPOINT, SUMMARY, read_metrics
@@ -47,18 +48,20 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "demos": 30,
         "bc_epochs": 100,
         "hidden": 64,
+        "anchor_fraction": 0.125,
     },
     "libero:libero_object/0": {
         "out": RESULTS.with_name("embodied_table2_libero"),
-        "steps": 4,
-        "groups": 6,
+        "steps": 3,
+        "groups": 4,
         "group_size": 4,
         "horizon": 160,
-        "eval_samples": 24,
-        "eval_every": 2,
+        "eval_samples": 16,
+        "eval_every": 0,
         "demos": 30,
-        "bc_epochs": 300,
-        "hidden": 64,
+        "bc_epochs": 200,
+        "hidden": 128,
+        "anchor_fraction": 0.25,
     },
 }
 """Per env: the results directory and the sizes of its committed run."""
@@ -85,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demos", type=int)
     parser.add_argument("--bc-epochs", type=int)
     parser.add_argument("--hidden", type=int)
+    parser.add_argument("--anchor-fraction", type=float)
+    parser.add_argument("--torch-threads", type=int, default=1, help="the policy's torch threads")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--init-std", type=float, default=0.1)
@@ -134,6 +139,7 @@ def run_all(args: argparse.Namespace) -> None:
                 group_size=args.group_size,
                 eval_every=args.eval_every,
                 learning_rate=args.learning_rate,
+                anchor_fraction=args.anchor_fraction,
                 **common,
             )
             _run(config, runs / f"{method}-s{seed}")
@@ -315,6 +321,8 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
 def main(argv: list[str] | None = None) -> int:
     """Run (unless ``--table-only``) and write the table and plots."""
     args = parse_args(argv)
+    # The simulator workers are processes of their own: more torch threads only fight them for the cores.
+    torch.set_num_threads(args.torch_threads)
     started = time.perf_counter()
     if not args.table_only:
         run_all(args)
