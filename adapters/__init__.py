@@ -15,6 +15,8 @@ What is here (module: what it connects, the extra it needs):
 - ``trl``: WMRL's corrections inside a TRL ``GRPOTrainer`` (``[trl]``).
 - ``verl``: WMRL as a verl 0.9 batch reward manager and advantage estimator; it runs in its own venv
   (``bash scripts/verl.sh``).
+- ``verl_main``: ``python -m wmrl_adapters.verl_main``, verl 0.9.1's default trainer with WMRL in its
+  whole-batch reward step (verl venv).
 - ``train``: the GRPO / WMRL trainer, evaluation and comparison behind ``wmrl train|eval|compare``.
 - ``robometer``: the Robometer progress model (through LeRobot) as the embodied world model; it runs in
   the embodied stack's own interpreter (``bash scripts/embodied.sh``), loaded by ``robometer_stack``.
