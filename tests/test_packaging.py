@@ -21,7 +21,7 @@ def test_every_package_folder_is_declared_in_pyproject() -> None:
     found = set()
     for init in ROOT.glob("*/**/__init__.py"):
         parts = init.parent.relative_to(ROOT).parts
-        if parts[0] in ("tests", "benchmarks", "build"):
+        if parts[0] in ("tests", "benchmarks", "build") or parts[0].startswith("."):  # .venv, packed deps
             continue
         top = "wmrl_adapters" if parts[0] == "adapters" else parts[0]
         found.add(".".join((top, *parts[1:])))
