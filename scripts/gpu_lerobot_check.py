@@ -8,7 +8,8 @@ does (``adapters/train/embodied_policy.py``, loaded by path, so neither wmrl's i
 dependencies are needed), feeds synthetic observations of LIBERO's shapes (proprio 9, object state 70,
 two 128 x 128 cameras, an instruction) and times what a training step spends in the policy: one
 observation's forward (a rollout step) and, for a batch, forward + log-prob + backward + Adam (a GRPO
-epoch). It prints one JSON line (and writes it to ``--out`` if given).
+epoch; batches above ``--micro-batch`` run in checkpointed micro-batches, as in training, so the peak
+memory it reports is that of one micro-batch). It prints one JSON line (and writes it to ``--out``).
 
 On a machine without LeRobot, ``bash scripts/gpu_pack.sh`` first copies LeRobot and the pure-Python
 packages its policy code imports into ``.gpu/``; then::
@@ -126,6 +127,7 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
         "image_size": args.image_size,
         "act_size": "tiny" if args.tiny else "default",
         "learning_rate": args.learning_rate,
+        "micro_batch": args.micro_batch,
     }
     import lerobot
 
@@ -133,7 +135,9 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         module.make_random_act(directory, cameras=cameras, image_size=args.image_size, tiny=args.tiny, seed=0)
         started = time.perf_counter()
-        policy = module.LeRobotGaussianPolicy(directory, init_std=0.1, device=args.device)
+        policy = module.LeRobotGaussianPolicy(
+            directory, init_std=0.1, device=args.device, micro_batch=args.micro_batch
+        )
         report["load_seconds"] = time.perf_counter() - started
     report["parameters"] = sum(p.numel() for p in policy.parameters())
     optimiser = torch.optim.Adam(list(policy.parameters()), lr=args.learning_rate)
@@ -159,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--image-size", type=int, default=128)
     parser.add_argument(
         "--learning-rate", type=float, default=1e-6, help="Adam's (1e-5 overshoots at std 0.1)"
+    )
+    parser.add_argument(
+        "--micro-batch", type=int, default=64, help="observations per checkpointed forward in an update"
     )
     parser.add_argument("--tiny", action="store_true", help="a 64-wide one-layer ACT instead of the default")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")

@@ -76,13 +76,21 @@ def test_the_mean_of_one_observation_is_the_same_alone_and_in_a_batch(report: di
     assert report["batch"]["alone_vs_batched"] < 1e-4
 
 
+def test_micro_batched_rescoring_gives_the_same_log_probs_and_gradients(report: dict[str, Any]) -> None:
+    """A step's whole batch never sits in memory at once, and the update does not notice."""
+    batch = report["batch"]
+    assert batch["micro_batched_grads"] == batch["grads"] > 0
+    assert batch["micro_batched_log_prob_gap"] < 1e-3  # log-probs are ~-100: float32 rounding
+    assert batch["micro_batched_grad_gap"] < 1e-4
+
+
 def test_an_observation_without_the_checkpoints_camera_is_an_error_naming_it(report: dict[str, Any]) -> None:
     assert "agentview_image" in report["missing_camera_error"]
 
 
 def test_wmrl_train_with_a_lerobot_policy_updates_it_checkpoints_and_resumes(report: dict[str, Any]) -> None:
     train = report["train"]
-    assert train["first_returncode"] == 130, "interrupted (SIGINT) after the first step's checkpoint"
+    assert train["first_returncode"] == 130, train["first_output"]
     assert train["lines_before_resume"] == 1 and train["checkpoint_step_before_resume"] == 1
     assert train["resume_returncode"] == 0
     assert train["lines_after_resume"] == 2 and train["checkpoint_step_after_resume"] == 2
@@ -95,21 +103,22 @@ def test_wmrl_train_with_a_lerobot_policy_updates_it_checkpoints_and_resumes(rep
 
 
 # ------------------------------------------------------------------------ inside the embodied venv
-def _run_interrupted(command: list[str], run_dir: Path) -> int:
-    """Run ``command`` and send it SIGINT as soon as its first checkpoint exists; its return code."""
-    process = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 300
-    while process.poll() is None and time.monotonic() < deadline:
-        if (run_dir / "checkpoint.pt").is_file():
-            os.kill(process.pid, signal.SIGINT)
-            break
-        time.sleep(0.1)
-    _, stderr = process.communicate(timeout=300)
-    if process.returncode not in (0, 130):
-        raise RuntimeError(f"wmrl train failed ({process.returncode}): {stderr[-3000:]}")
-    return process.returncode
+def _run_interrupted(command: list[str], run_dir: Path) -> tuple[int, str]:
+    """Run ``command``; once its first checkpoint and metrics line exist, send SIGINT (again every 20 s
+    while it runs). Its return code and the tail of its output."""
+    log_path = run_dir.parent / "interrupted.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+        deadline, signalled = time.monotonic() + 300, 0.0
+        while process.poll() is None and time.monotonic() < deadline:
+            metrics = run_dir / "metrics.jsonl"
+            ready = (run_dir / "checkpoint.pt").is_file() and metrics.is_file() and metrics.read_text()
+            if ready and time.monotonic() - signalled > 20:
+                os.kill(process.pid, signal.SIGINT)
+                signalled = time.monotonic()
+            time.sleep(0.1)
+        process.wait(timeout=300)
+    return process.returncode, log_path.read_text()[-3000:]
 
 
 def _inside_stack(out: Path) -> dict[str, Any]:
@@ -148,6 +157,16 @@ def _inside_stack(out: Path) -> dict[str, Any]:
         )
 
     alone = policy.distribution(observations[:1]).base_dist.mean
+    # The same batch in micro-batches of 3 under activation checkpointing: same log-probs and gradients.
+    chunked = LeRobotGaussianPolicy(str(camera_dir), init_std=0.1, micro_batch=3)
+    chunked_log_probs = chunked.distribution(observations).log_prob(torch.zeros(8, 7))
+    chunked_log_probs.sum().backward()
+    chunked_grads = {name: param.grad for name, param in chunked.named_parameters()}
+    grad_gap = max(
+        float((grads[name] - chunked_grads[name]).abs().max() / grads[name].abs().max().clamp(min=1e-12))
+        for name in grads
+        if grads[name] is not None
+    )
     try:
         policy.distribution([observation(camera=False)])
         missing_camera_error = ""
@@ -161,6 +180,10 @@ def _inside_stack(out: Path) -> dict[str, Any]:
         + with_grad("policy.model.decoder."),
         "action_head_grad": float(grads["policy.model.action_head.weight"].abs().sum()),
         "log_std_grad": float(grads["log_std"].abs().sum()),
+        "micro_batched_log_prob_gap": float((chunked_log_probs - log_probs).detach().abs().max()),
+        "micro_batched_grad_gap": grad_gap,
+        "micro_batched_grads": sum(g is not None for g in chunked_grads.values()),
+        "grads": sum(g is not None for g in grads.values()),
         "alone_vs_batched": float((alone - distribution.base_dist.mean[:1]).detach().abs().max()),
     }
 
@@ -172,7 +195,7 @@ def _inside_stack(out: Path) -> dict[str, Any]:
     run_dir = out / "run"
     cli = [sys.executable, "-m", "wmrl_adapters.cli", "train"]
     started = time.perf_counter()
-    first = _run_interrupted(
+    first, first_output = _run_interrupted(
         [*cli, *TRAIN_ARGS, "--policy", f"lerobot:{state_dir}", "--out", str(run_dir)], run_dir
     )
     first_seconds = time.perf_counter() - started
@@ -190,6 +213,7 @@ def _inside_stack(out: Path) -> dict[str, Any]:
     initial_state = {f"policy.{key}": value for key, value in initial.items()}
     train = {
         "first_returncode": first,
+        "first_output": first_output,
         "first_seconds": first_seconds,
         "lines_before_resume": lines_before,
         "checkpoint_step_before_resume": int(before["step"]),

@@ -206,6 +206,7 @@ class LeRobotGaussianPolicy(torch.nn.Module):
         pretrained: a directory (or hub id already in the cache) of a LeRobot pretrained policy.
         init_std: the initial standard deviation.
         device: where the policy runs (``"cuda"`` on a GPU machine).
+        micro_batch: observations per forward pass when gradients are on (see :meth:`mean`).
 
     Raises:
         MissingDependencyError: lerobot is not importable here.
@@ -219,7 +220,9 @@ class LeRobotGaussianPolicy(torch.nn.Module):
         torch.Size([1])
     """
 
-    def __init__(self, pretrained: str, *, init_std: float = 0.1, device: str = "cpu") -> None:
+    def __init__(
+        self, pretrained: str, *, init_std: float = 0.1, device: str = "cpu", micro_batch: int = 64
+    ) -> None:
         super().__init__()
         _import_lerobot(f"policy 'lerobot:{pretrained}'")
         import inspect
@@ -227,8 +230,9 @@ class LeRobotGaussianPolicy(torch.nn.Module):
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
-        if not init_std > 0:
-            raise ConfigError(f"init_std={init_std!r}; pass a positive standard deviation")
+        if not init_std > 0 or micro_batch < 1:
+            raise ConfigError(f"init_std={init_std!r}, micro_batch={micro_batch!r}; both must be positive")
+        self.micro_batch = micro_batch
         config = PreTrainedConfig.from_pretrained(pretrained)
         config.device = device
         self.policy = get_policy_class(config.type).from_pretrained(pretrained, config=config).to(device)
@@ -272,7 +276,24 @@ class LeRobotGaussianPolicy(torch.nn.Module):
         return batch
 
     def mean(self, observations: Sequence[Mapping[str, Any]]) -> torch.Tensor:
-        """The ``(B, 7)`` mean action (on the CPU, differentiable w.r.t. the LeRobot policy's weights)."""
+        """The ``(B, 7)`` mean action (on the CPU, differentiable w.r.t. the LeRobot policy's weights).
+
+        With gradients on and more than ``micro_batch`` observations (the update re-scoring a whole
+        step's episodes), each micro-batch runs under activation checkpointing: its activations are
+        dropped after the forward and recomputed in the backward, so memory holds one micro-batch's
+        activations, not the step's (the gradient is the same; the cost is one more forward).
+        """
+        if not torch.is_grad_enabled() or len(observations) <= self.micro_batch:
+            return self._mean(observations)
+        from torch.utils.checkpoint import checkpoint
+
+        parts = [
+            checkpoint(self._mean, observations[start : start + self.micro_batch], use_reentrant=False)
+            for start in range(0, len(observations), self.micro_batch)
+        ]
+        return torch.cat(parts)  # type: ignore[arg-type]
+
+    def _mean(self, observations: Sequence[Mapping[str, Any]]) -> torch.Tensor:
         batch = self._batch(observations)
         if self.preprocessor is not None:
             batch = self.preprocessor(batch)
