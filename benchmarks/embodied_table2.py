@@ -49,6 +49,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "bc_epochs": 100,
         "hidden": 64,
         "anchor_fraction": 0.125,
+        "learning_rate": 5e-4,
     },
     "libero:libero_object/0": {
         "out": RESULTS.with_name("embodied_table2_libero"),
@@ -62,6 +63,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "bc_epochs": 200,
         "hidden": 128,
         "anchor_fraction": 0.25,
+        "learning_rate": 1e-4,
     },
 }
 """Per env: the results directory and the sizes of its committed run."""
@@ -91,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--anchor-fraction", type=float)
     parser.add_argument("--torch-threads", type=int, default=1, help="the policy's torch threads")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--learning-rate", type=float, default=5e-4)
+    parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--init-std", type=float, default=0.1)
     parser.add_argument("--methods", default=",".join(m for m, _ in METHODS))
     parser.add_argument("--table-only", action="store_true")
