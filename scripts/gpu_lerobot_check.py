@@ -94,6 +94,8 @@ def update_cost(
         optimiser.zero_grad()
         log_prob = policy.distribution(batch).log_prob(actions)
         (-log_prob.mean()).backward()  # raise the likelihood of the batch's own actions
+        # As the trainer's update: one norm over the model's (GPU) and the log std's (CPU) gradients.
+        torch.nn.utils.clip_grad_norm_(list(policy.parameters()), 1.0)
         optimiser.step()
         log_probs.append(log_prob.detach())
 
