@@ -319,7 +319,7 @@ def make_random_act(
     directory: str | Path,
     *,
     cameras: Sequence[str] = (),
-    image_size: int = 128,
+    image_size: int = 256,
     object_state_size: int = 70,
     tiny: bool = False,
     chunk_size: int = 10,
@@ -335,7 +335,7 @@ def make_random_act(
         directory: where to write (created).
         cameras: ``agentview`` and/or ``robot0_eye_in_hand``: the image inputs (none: proprio and object
             state only; ACT needs images or the environment state).
-        image_size: the env's square image size (LiberoEnv's ``image_size``).
+        image_size: the env's square image size (256: what ``wmrl train``'s envs render).
         object_state_size: the env's ``object_state`` size (LIBERO: 70; robosuite Lift: 10).
         tiny: a 64-wide, one-layer transformer (seconds on a CPU) instead of ACT's defaults (512 wide,
             4 encoder layers; ResNet-18 per camera).
@@ -480,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     make = commands.add_parser("make-act", help="write a LeRobot ACT policy with random weights (offline)")
     make.add_argument("directory")
     make.add_argument("--cameras", default="", help="comma-separated: agentview,robot0_eye_in_hand")
-    make.add_argument("--image-size", type=int, default=128)
+    make.add_argument("--image-size", type=int, default=256)
     make.add_argument("--object-state-size", type=int, default=70, help="LIBERO: 70, robosuite Lift: 10")
     make.add_argument("--tiny", action="store_true", help="a 64-wide one-layer transformer (CPU tests)")
     make.add_argument("--seed", type=int, default=0)
