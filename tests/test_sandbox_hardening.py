@@ -13,7 +13,7 @@ import pytest
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError
 from wmrl_envs.sandbox import BubblewrapSandbox, ExecutionRequest
 from wmrl_envs.sandbox.lifetime import owner_tag
-from wmrl_envs.sandbox.limits import RunCgroups, cgroup_v1_available, sandbox_cgroup_parents
+from wmrl_envs.sandbox.limits import RunCgroups, cgroup_version, sandbox_cgroup_parents
 from wmrl_envs.sandbox.local import SHM_MB
 from wmrl_envs.sandbox.seccomp import DENIED_SYSCALLS, seccomp_program
 
@@ -114,17 +114,22 @@ def test_a_cpu_quota_keeps_one_run_to_its_share() -> None:
 
 
 def test_run_cgroups_write_the_cfs_quota() -> None:
-    if not cgroup_v1_available():
-        pytest.skip("cgroups v1 are not writable here")
-    groups = RunCgroups(memory_mb=256, max_pids=16, cpus=0.5)
+    version = cgroup_version()
+    if version is None:
+        pytest.skip("no writable cgroups (v1 or v2) here")
+    groups = RunCgroups(memory_mb=256, max_pids=16, cpus=0.5, version=version)
     try:
         if not groups.cpu_quota:
-            pytest.skip("the cgroup cpu controller is not mounted here")
+            pytest.skip("the cgroup cpu controller is not available here")
         pattern = f"wmrl-run-{owner_tag()}-*"
+        quota_file = "cpu.max" if version == 2 else "cpu.cfs_quota_us"
         directory = next(path for parent in sandbox_cgroup_parents() for path in parent.glob(pattern)
-                         if (path / "cpu.cfs_quota_us").exists())
-        quota = int((directory / "cpu.cfs_quota_us").read_text())
-        period = int((directory / "cpu.cfs_period_us").read_text())
+                         if (path / quota_file).exists())
+        if version == 2:
+            quota, period = map(int, (directory / "cpu.max").read_text().split())
+        else:
+            quota = int((directory / "cpu.cfs_quota_us").read_text())
+            period = int((directory / "cpu.cfs_period_us").read_text())
         assert quota / period == pytest.approx(0.5)
     finally:
         groups.remove()

@@ -4,13 +4,21 @@ Why cgroups and not only rlimits: rlimits are per process (a fork bomb multiplie
 across the whole host (``RLIMIT_NPROC``), and ``RLIMIT_AS`` breaks numerical libraries that reserve
 large virtual ranges without touching them. A memory cgroup limits what the whole process tree really
 uses and counts OOM kills; a pids cgroup caps the tree's tasks and lists every member, so a run can be
-swept clean afterwards even when a daemon escaped its process group. This machine has cgroups v1 (the
-v2 mount has no controllers); when the hierarchy is not writable, :func:`cgroup_v1_available` says so
-and the caller decides whether that is acceptable (``strict``).
+swept clean afterwards even when a daemon escaped its process group.
+
+Both hierarchies are supported, because hosts differ: cgroup v1 (one directory per controller; the
+CI machine's layout, where the v2 mount has no controllers) and cgroup v2 (one unified directory; most
+current distributions and the GPU machine this was measured on, where a v1-only sandbox refused to
+start). :func:`cgroup_version` says which one per-run groups can be made in (v1 preferred), or ``None``,
+and the caller decides whether running without is acceptable (``strict``).
 
 Each run gets its own groups, created below the *current* process's groups so that any limit already
-imposed on the caller still applies. A CPU quota (the ``cpu`` controller's CFS bandwidth) keeps one
-run from starving concurrent runs into timeouts. Groups are named after their owner process
+imposed on the caller still applies. Under v2 a group that holds processes cannot hand controllers to
+children (the "no internal processes" rule), so the first run moves this process into a leaf
+``wmrl-trainer-<pid>`` of its own group and enables ``memory``, ``pids`` (and ``cpu``) for the group's
+children; when this process is in the root group, run groups go under a ``wmrl-sandbox`` child of it.
+A CPU quota (the ``cpu`` controller's CFS bandwidth) keeps one run from starving concurrent runs into
+timeouts. Groups are named after their owner process
 (:func:`~wmrl_envs.sandbox.lifetime.owner_tag`), so a sweep can remove those of a dead owner.
 """
 
@@ -28,16 +36,23 @@ from wmrl_envs.sandbox.lifetime import owner_tag
 
 __all__ = [
     "CGROUP_V1_ROOT",
+    "CGROUP_V2_ROOT",
     "CgroupUsage",
     "RunCgroups",
     "TailBuffer",
     "cgroup_v1_available",
+    "cgroup_v2_parent",
+    "cgroup_version",
     "kill_cgroup_members",
     "sandbox_cgroup_parents",
 ]
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup v1 controllers are mounted (one directory per controller)."""
+CGROUP_V2_ROOT = Path("/sys/fs/cgroup")
+"""Where the unified (v2) hierarchy is mounted on a v2 host."""
+_V2_SANDBOX_GROUP = "wmrl-sandbox"
+_V2_TRAINER_LEAF = "wmrl-trainer-"
 
 _CONTROLLERS = ("memory", "pids")
 _OPTIONAL_CONTROLLERS = ("cpuacct", "cpu")
@@ -58,10 +73,112 @@ def _own_cgroup_dir(controller: str) -> Path | None:
     return None
 
 
+def _own_v2_dir() -> Path | None:
+    """This process's group in the unified hierarchy, when that hierarchy is mounted at its root."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and not controllers:
+            directory = CGROUP_V2_ROOT / path.lstrip("/")
+            return directory if (directory / "cgroup.controllers").is_file() else None
+    return None
+
+
+def _v2_enabled(directory: Path) -> set[str]:
+    try:
+        return set((directory / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return set()
+
+
+def _v2_enable(directory: Path) -> bool:
+    """Hand ``memory`` and ``pids`` (and ``cpu`` where it can) to the children of ``directory``."""
+    for controller in (*_CONTROLLERS, "cpu"):
+        if controller not in _v2_enabled(directory):
+            with contextlib.suppress(OSError):
+                (directory / "cgroup.subtree_control").write_text(f"+{controller}")
+    return set(_CONTROLLERS) <= _v2_enabled(directory)
+
+
+def _v2_move_self_to_leaf(own: Path) -> Path | None:
+    """Move this process into ``own/wmrl-trainer-<pid>``; returns the leaf, or None (moved back)."""
+    leaf = own / f"{_V2_TRAINER_LEAF}{os.getpid()}"
+    try:
+        leaf.mkdir(exist_ok=True)
+        (leaf / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        with contextlib.suppress(OSError):
+            leaf.rmdir()
+        return None
+    return leaf
+
+
+def cgroup_v2_parent() -> Path | None:
+    """The v2 group that run groups are made in, delegating controllers to it first; None if impossible.
+
+    In the root group: ``/sys/fs/cgroup/wmrl-sandbox`` (the root may hold processes and delegate).
+    Elsewhere: this process's own group, once this process has moved into a leaf below it (other
+    processes left in the group make delegation fail; then this process moves back and nothing changes).
+    Idempotent: a second call finds the delegation done.
+    """
+    own = _own_v2_dir()
+    if own is None:
+        return None
+    if own.name.startswith(_V2_TRAINER_LEAF):  # moved here by an earlier call
+        own = own.parent
+    if own == CGROUP_V2_ROOT:
+        if not _v2_enable(own):
+            return None
+        parent = own / _V2_SANDBOX_GROUP
+        try:
+            parent.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        return parent if _v2_enable(parent) else None
+    if set(_CONTROLLERS) <= _v2_enabled(own):
+        return own
+    leaf = _v2_move_self_to_leaf(own)
+    if leaf is None:
+        return None
+    if _v2_enable(own):
+        return own
+    with contextlib.suppress(OSError):
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+        leaf.rmdir()
+    return None
+
+
+def cgroup_version() -> int | None:
+    """1 or 2: the hierarchy per-run memory and pids groups can be made in here (v1 first); else None."""
+    if cgroup_v1_available():
+        return 1
+    parent = cgroup_v2_parent()
+    if parent is None:
+        return None
+    probe = parent / f"wmrl-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError:
+        return None
+    return 2
+
+
 def sandbox_cgroup_parents() -> list[Path]:
-    """The directories in which this process creates run cgroups (one per mounted controller)."""
-    parents = (_own_cgroup_dir(controller) for controller in (*_CONTROLLERS, *_OPTIONAL_CONTROLLERS))
-    return sorted({parent for parent in parents if parent is not None})
+    """The directories in which run cgroups are created (one per v1 controller, or the v2 parent).
+
+    Side-effect free (it never delegates), so a sweep can call it on any host.
+    """
+    parents = {_own_cgroup_dir(controller) for controller in (*_CONTROLLERS, *_OPTIONAL_CONTROLLERS)}
+    own = _own_v2_dir()
+    if own is not None:
+        if own.name.startswith(_V2_TRAINER_LEAF):
+            own = own.parent
+        parents.add(own / _V2_SANDBOX_GROUP if own == CGROUP_V2_ROOT else own)
+    return sorted(parent for parent in parents if parent is not None and parent.is_dir())
 
 
 def kill_cgroup_members(directory: Path, deadline_s: float = 5.0) -> int:
@@ -120,26 +237,34 @@ class CgroupUsage:
 
 
 class RunCgroups:
-    """A memory and a pids cgroup (v1) for one run; created on construction, removed by :meth:`remove`.
+    """Memory and pids limits for one run; created on construction, removed by :meth:`remove`.
 
-    Also a ``cpuacct`` group (CPU time) and a ``cpu`` group (the quota) where those are mounted.
+    Under v1: a memory and a pids group, plus a ``cpuacct`` group (CPU time) and a ``cpu`` group (the
+    quota) where those are mounted. Under v2: one group with the same limits (``memory.max`` with
+    ``memory.swap.max`` 0, ``pids.max``, ``cpu.max``) and the same counters.
 
     Args:
         memory_mb: memory limit (swap included, so swapping cannot stretch it).
         max_pids: task limit for the whole tree (threads count).
         cpus: CPU quota in cores (CFS bandwidth), or None for no quota.
+        version: the hierarchy (:func:`cgroup_version`); default 1.
 
     Example:
-        >>> from wmrl_envs.sandbox.limits import cgroup_v1_available
-        >>> if cgroup_v1_available():
-        ...     groups = RunCgroups(memory_mb=256, max_pids=16)
+        >>> from wmrl_envs.sandbox.limits import cgroup_version
+        >>> version = cgroup_version()
+        >>> if version is not None:
+        ...     groups = RunCgroups(memory_mb=256, max_pids=16, version=version)
         ...     groups.remove()
     """
 
-    def __init__(self, memory_mb: int, max_pids: int, cpus: float | None = None) -> None:
+    def __init__(self, memory_mb: int, max_pids: int, cpus: float | None = None, *, version: int = 1) -> None:
         name = f"wmrl-run-{owner_tag()}-{uuid.uuid4().hex[:12]}"
+        self.version = version
         self._dirs: dict[str, Path] = {}
         try:
+            if version == 2:
+                self._make_v2(name, memory_mb, max_pids, cpus)
+                return
             for controller in _CONTROLLERS:
                 parent = _own_cgroup_dir(controller)
                 if parent is None:
@@ -167,10 +292,28 @@ class RunCgroups:
             self.remove()
             raise
 
+    def _make_v2(self, name: str, memory_mb: int, max_pids: int, cpus: float | None) -> None:
+        parent = cgroup_v2_parent()
+        if parent is None:
+            raise OSError("no cgroup v2 group with the memory and pids controllers can be made here")
+        directory = parent / name
+        directory.mkdir()
+        enabled = _v2_enabled(parent)
+        for controller in (*_CONTROLLERS, "cpuacct", *(("cpu",) if "cpu" in enabled else ())):
+            self._dirs[controller] = directory  # one group holds every controller (cpu.stat: CPU time)
+        (directory / "memory.max").write_text(str(memory_mb * 1024 * 1024))
+        swap = directory / "memory.swap.max"
+        if swap.exists():
+            swap.write_text("0")
+        (directory / "pids.max").write_text(str(max_pids))
+        if cpus is not None and "cpu" in self._dirs:
+            quota = max(1000, int(cpus * _CFS_PERIOD_US))
+            (directory / "cpu.max").write_text(f"{quota} {_CFS_PERIOD_US}")
+
     @property
     def procs_files(self) -> tuple[Path, ...]:
-        """The ``cgroup.procs`` files a new process writes its pid into to join both groups."""
-        return tuple(directory / "cgroup.procs" for directory in self._dirs.values())
+        """The ``cgroup.procs`` files a new process writes its pid into to join every group."""
+        return tuple(directory / "cgroup.procs" for directory in dict.fromkeys(self._dirs.values()))
 
     @property
     def cpu_quota(self) -> bool:
@@ -186,6 +329,10 @@ class RunCgroups:
         memory = self._dirs.get("memory")
         if memory is None:
             return 0.0
+        if self.version == 2:
+            used = int((memory / "memory.current").read_text())
+            (memory / "memory.max").write_text(str(memory_mb * 1024 * 1024 + used))
+            return used / 2**20
         used = int((memory / "memory.usage_in_bytes").read_text())
         limit = str(memory_mb * 1024 * 1024 + used)
         memsw = memory / "memory.memsw.limit_in_bytes"
@@ -225,27 +372,21 @@ class RunCgroups:
         oom_kills = pids_hits = 0
         peak: float | None = None
         memory = self._dirs.get("memory")
+        v2 = self.version == 2
         if memory is not None:
-            try:
-                for line in (memory / "memory.oom_control").read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        oom_kills = int(value)
-                peak = int((memory / "memory.max_usage_in_bytes").read_text()) / 2**20
-            except (OSError, ValueError):
-                pass
+            oom_kills = _counter(memory / ("memory.events" if v2 else "memory.oom_control"), "oom_kill")
+            peak_file = memory / ("memory.peak" if v2 else "memory.max_usage_in_bytes")  # v2: Linux >= 5.19
+            with contextlib.suppress(OSError, ValueError):
+                peak = int(peak_file.read_text()) / 2**20
         pids = self._dirs.get("pids")
         if pids is not None:
-            try:
-                for line in (pids / "pids.events").read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "max":
-                        pids_hits = int(value)
-            except (OSError, ValueError):
-                pass
+            pids_hits = _counter(pids / "pids.events", "max")
         cpu: float | None = None
         cpuacct = self._dirs.get("cpuacct")
-        if cpuacct is not None:
+        if cpuacct is not None and v2:
+            usage_usec = _counter(cpuacct / "cpu.stat", "usage_usec", missing=-1)
+            cpu = usage_usec / 1e6 if usage_usec >= 0 else None
+        elif cpuacct is not None:
             with contextlib.suppress(OSError, ValueError):
                 cpu = int((cpuacct / "cpuacct.usage").read_text()) / 1e9
         return CgroupUsage(oom_kills=oom_kills, pids_limit_hits=pids_hits, peak_memory_mb=peak, cpu_s=cpu)
@@ -253,8 +394,7 @@ class RunCgroups:
     def remove(self) -> None:
         """Kill any member left and delete the groups (idempotent)."""
         self.kill_all()
-        for controller in list(self._dirs):
-            directory = self._dirs[controller]
+        for directory in dict.fromkeys(self._dirs.values()):
             for _ in range(200):
                 try:
                     directory.rmdir()
@@ -263,7 +403,19 @@ class RunCgroups:
                     break
                 except OSError:
                     time.sleep(0.01)
-            del self._dirs[controller]
+        self._dirs.clear()
+
+
+def _counter(path: Path, key: str, *, missing: int = 0) -> int:
+    """The value of ``key`` in a flat-keyed cgroup file (``oom_kill 2``), or ``missing``."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return missing
 
 
 class TailBuffer:

@@ -15,7 +15,7 @@ measurements):
 * The work dir is a tmpfs mounted on the host with a size and an inode cap (one huge file or many
   small ones both hit it), owned by the run's uid; it is unmounted afterwards, which removes
   whatever the solution left, whatever modes it set.
-* Memory and pids are limited by per-run cgroups (v1 here) that also count OOM kills and refused
+* Memory and pids are limited by per-run cgroups (v1 or v2) that also count OOM kills and refused
   forks, and let the host sweep every process of the run, even a ``setsid`` daemon. The pid namespace
   dies with bwrap, taking every process of the run with it.
 * Inside, the root is empty but for ``/usr`` (read-only), the interpreter, ``/proc``, a minimal
@@ -52,7 +52,7 @@ from pathlib import Path, PurePosixPath
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
 from wmrl_envs.sandbox.lifetime import owner_guard, sweep_stale
-from wmrl_envs.sandbox.limits import RunCgroups, cgroup_v1_available
+from wmrl_envs.sandbox.limits import RunCgroups, cgroup_version
 from wmrl_envs.sandbox.process import ManagedProcess
 from wmrl_envs.sandbox.results import build_result
 from wmrl_envs.sandbox.seccomp import seccomp_fd, seccomp_program
@@ -189,12 +189,16 @@ class BubblewrapSandbox:
                 "would otherwise run unconfined"
             )
         self.is_root = os.geteuid() == 0
-        self.use_cgroups = self.is_root and cgroup_v1_available()
+        self.cgroup_version = cgroup_version() if self.is_root else None
+        self.use_cgroups = self.cgroup_version is not None
         degradations: list[str] = []
         if not self.is_root:
             degradations.append("not root: no uid drop, no disk-capped tmpfs, no cgroups")
         elif not self.use_cgroups:
-            degradations.append("cgroups v1 unavailable: memory by RLIMIT_AS, pids by RLIMIT_NPROC")
+            degradations.append(
+                "no cgroups (neither v1 memory+pids nor a v2 group that can delegate them): memory by "
+                "RLIMIT_AS, pids by RLIMIT_NPROC"
+            )
         self._seccomp = seccomp_program() if seccomp else None
         if seccomp and self._seccomp is None:
             degradations.append(f"no seccomp filter for {os.uname().machine}")
@@ -209,7 +213,8 @@ class BubblewrapSandbox:
             if strict:
                 raise IsolationUnavailableError(
                     "the local sandbox cannot provide full isolation here (" + "; ".join(degradations)
-                    + "); run as root on a host with cgroups v1, or pass strict=False to accept it"
+                    + "); run as root on a host with cgroups (v1, or v2 with the memory and pids "
+                    "controllers), or pass strict=False to accept it"
                 )
             warnings.warn("local sandbox degraded: " + "; ".join(degradations), RuntimeWarning, stacklevel=2)
         sweep_stale()
@@ -290,7 +295,8 @@ class BubblewrapSandbox:
         filter_fd: int | None = None
         try:
             if self.use_cgroups:
-                cgroups = RunCgroups(request.memory_mb, request.max_pids, self.cpus)
+                version = self.cgroup_version or 1
+                cgroups = RunCgroups(request.memory_mb, request.max_pids, self.cpus, version=version)
             if self._seccomp is not None:
                 filter_fd = seccomp_fd(self._seccomp)
             argv = self._command(request, work, uid, cgroups, inputs, command, filter_fd)
