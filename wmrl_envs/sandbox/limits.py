@@ -12,11 +12,12 @@ current distributions and the GPU machine this was measured on, where a v1-only 
 start). :func:`cgroup_version` says which one per-run groups can be made in (v1 preferred), or ``None``,
 and the caller decides whether running without is acceptable (``strict``).
 
-Each run gets its own groups, created below the *current* process's groups so that any limit already
-imposed on the caller still applies. Under v2 a group that holds processes cannot hand controllers to
-children (the "no internal processes" rule), so the first run moves this process into a leaf
-``wmrl-trainer-<pid>`` of its own group and enables ``memory``, ``pids`` (and ``cpu``) for the group's
-children; when this process is in the root group, run groups go under a ``wmrl-sandbox`` child of it.
+Each run gets its own groups, created below the *current* process's groups (v1) so that any limit
+already imposed on the caller still applies. Under v2 a non-root group that holds processes cannot
+hand controllers to children (the "no internal processes" rule), so run groups go in a
+``wmrl-sandbox`` group below the nearest ancestor that delegates ``memory`` and ``pids`` (the root
+group, or the parent of the trainer's group), and only failing that in the trainer's own group after
+moving the trainer into a leaf of it (:func:`cgroup_v2_parent`).
 A CPU quota (the ``cpu`` controller's CFS bandwidth) keeps one run from starving concurrent runs into
 timeouts. Groups are named after their owner process
 (:func:`~wmrl_envs.sandbox.lifetime.owner_tag`), so a sweep can remove those of a dead owner.
@@ -103,8 +104,20 @@ def _v2_enable(directory: Path) -> bool:
     return set(_CONTROLLERS) <= _v2_enabled(directory)
 
 
-def _v2_move_self_to_leaf(own: Path) -> Path | None:
-    """Move this process into ``own/wmrl-trainer-<pid>``; returns the leaf, or None (moved back)."""
+def _v2_sandbox_group(delegating: Path) -> Path | None:
+    """``delegating/wmrl-sandbox`` with ``memory`` and ``pids`` handed to its children, or None."""
+    if not _v2_enable(delegating):
+        return None
+    group = delegating / _V2_SANDBOX_GROUP
+    try:
+        group.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return group if _v2_enable(group) else None
+
+
+def _v2_move_self_to_leaf(own: Path) -> bool:
+    """Move this process into ``own/wmrl-trainer-<pid>`` and delegate from ``own``; undo on failure."""
     leaf = own / f"{_V2_TRAINER_LEAF}{os.getpid()}"
     try:
         leaf.mkdir(exist_ok=True)
@@ -112,42 +125,54 @@ def _v2_move_self_to_leaf(own: Path) -> Path | None:
     except OSError:
         with contextlib.suppress(OSError):
             leaf.rmdir()
-        return None
-    return leaf
-
-
-def cgroup_v2_parent() -> Path | None:
-    """The v2 group that run groups are made in, delegating controllers to it first; None if impossible.
-
-    In the root group: ``/sys/fs/cgroup/wmrl-sandbox`` (the root may hold processes and delegate).
-    Elsewhere: this process's own group, once this process has moved into a leaf below it (other
-    processes left in the group make delegation fail; then this process moves back and nothing changes).
-    Idempotent: a second call finds the delegation done.
-    """
-    own = _own_v2_dir()
-    if own is None:
-        return None
-    if own.name.startswith(_V2_TRAINER_LEAF):  # moved here by an earlier call
-        own = own.parent
-    if own == CGROUP_V2_ROOT:
-        if not _v2_enable(own):
-            return None
-        parent = own / _V2_SANDBOX_GROUP
-        try:
-            parent.mkdir(exist_ok=True)
-        except OSError:
-            return None
-        return parent if _v2_enable(parent) else None
-    if set(_CONTROLLERS) <= _v2_enabled(own):
-        return own
-    leaf = _v2_move_self_to_leaf(own)
-    if leaf is None:
-        return None
+        return False
     if _v2_enable(own):
-        return own
+        return True
     with contextlib.suppress(OSError):
         (own / "cgroup.procs").write_text(str(os.getpid()))
         leaf.rmdir()
+    return False
+
+
+def _v2_ancestors(own: Path) -> list[Path]:
+    """``own``'s parent, grandparent, ... up to the hierarchy's root (own excluded)."""
+    chain = []
+    current = own
+    while current != CGROUP_V2_ROOT and CGROUP_V2_ROOT in current.parents:
+        current = current.parent
+        chain.append(current)
+    return chain
+
+
+def _v2_own() -> Path | None:
+    own = _own_v2_dir()
+    if own is not None and own.name.startswith(_V2_TRAINER_LEAF):  # moved there by an earlier call
+        own = own.parent
+    return own
+
+
+def cgroup_v2_parent() -> Path | None:
+    """The v2 group run groups go in, ``memory`` and ``pids`` delegated to it first; None if impossible.
+
+    In order: ``wmrl-sandbox`` below this process's group when that group is the root (the root may
+    hold processes and still delegate); ``wmrl-sandbox`` beside this process's group, below the nearest
+    ancestor that already delegates both controllers (measured on a GPU machine: the command's group
+    held the whole process tree, its parent delegated), so runs stay under that ancestor's limits;
+    last, this process's own group after moving this process into a leaf below it (fails, and is undone,
+    when other processes share the group). Idempotent.
+    """
+    own = _v2_own()
+    if own is None:
+        return None
+    if own == CGROUP_V2_ROOT:
+        return _v2_sandbox_group(own)
+    for ancestor in _v2_ancestors(own):
+        if set(_CONTROLLERS) <= _v2_enabled(ancestor):
+            group = _v2_sandbox_group(ancestor)
+            if group is not None:
+                return group
+    if set(_CONTROLLERS) <= _v2_enabled(own) or _v2_move_self_to_leaf(own):
+        return own
     return None
 
 
@@ -173,11 +198,9 @@ def sandbox_cgroup_parents() -> list[Path]:
     Side-effect free (it never delegates), so a sweep can call it on any host.
     """
     parents = {_own_cgroup_dir(controller) for controller in (*_CONTROLLERS, *_OPTIONAL_CONTROLLERS)}
-    own = _own_v2_dir()
+    own = _v2_own()
     if own is not None:
-        if own.name.startswith(_V2_TRAINER_LEAF):
-            own = own.parent
-        parents.add(own / _V2_SANDBOX_GROUP if own == CGROUP_V2_ROOT else own)
+        parents |= {own, *(group / _V2_SANDBOX_GROUP for group in (own, *_v2_ancestors(own)))}
     return sorted(parent for parent in parents if parent is not None and parent.is_dir())
 
 
