@@ -153,3 +153,14 @@ def test_the_table2_benchmark_reports_mean_and_standard_error_over_seeds_and_mar
     assert "met" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "success_vs_step.png").stat().st_size > 0
     assert (tmp_path / "success_bar.png").stat().st_size > 0
+
+
+def test_the_table2_benchmark_keeps_each_envs_results_and_sizes_apart():
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    lift = embodied_table2.parse_args([])
+    libero = embodied_table2.parse_args(["--env", "libero:libero_object/0", "--steps", "1"])
+    assert lift.env == "robosuite:Lift" and lift.out == embodied_table2.RESULTS and lift.horizon == 50
+    assert libero.out.name == "embodied_table2_libero" and libero.horizon == 160 and libero.hidden == 128
+    assert libero.steps == 1, "a flag overrides the env's committed size"
