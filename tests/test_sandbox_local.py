@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError
 from wmrl_envs.sandbox import BubblewrapSandbox, ExecutionRequest
-from wmrl_envs.sandbox.local import python_roots
+from wmrl_envs.sandbox.local import python_roots, sandbox_interpreter
 
 pytestmark = pytest.mark.integration
 
@@ -95,7 +96,31 @@ def test_python_roots_of_a_system_interpreter_need_no_extra_mount() -> None:
         assert python_roots("/usr/bin/python3") == ()
     roots = python_roots(sys.executable)
     assert all(os.path.isabs(root) for root in roots)
-    assert any(os.path.realpath(sys.executable).startswith(root + "/") for root in roots) or not roots
+    interpreter = sandbox_interpreter(sys.executable, roots)
+    assert any(interpreter.startswith(root + "/") for root in roots) or not roots
+
+
+def test_a_venvs_packages_reach_the_solution(tmp_path: Path) -> None:
+    """``python3 -m venv`` links ``bin/python3`` to the base interpreter; run by the resolved binary (as
+    before, measured on a GPU machine whose Python is a venv) a solution could not import the venv's
+    packages. A real venv here, with a module only in its site-packages, run in the strict sandbox."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = list(venv.glob("lib/python3*/site-packages"))
+    (site / "wmrl_venv_probe.py").write_text("VALUE = 42\n")
+    os.chmod(tmp_path, 0o755)
+    python = str(venv / "bin" / "python3")
+    assert str(venv.resolve()) in python_roots(python)
+    try:
+        box = BubblewrapSandbox(strict=True, python=python)
+    except IsolationUnavailableError as exc:
+        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
+    try:
+        code = "import wmrl_venv_probe; print(wmrl_venv_probe.VALUE)"
+        result = box.run(ExecutionRequest(code=code, timeout_s=60))
+    finally:
+        box.close()
+    assert (result.status, result.stdout) == ("ok", "42\n"), result.stderr
 
 
 def test_strict_mode_refuses_when_not_root(monkeypatch: pytest.MonkeyPatch) -> None:

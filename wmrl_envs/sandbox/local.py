@@ -58,7 +58,15 @@ from wmrl_envs.sandbox.results import build_result
 from wmrl_envs.sandbox.seccomp import seccomp_fd, seccomp_program
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
 
-__all__ = ["SANDBOX_CWD", "SHM_MB", "BubblewrapSandbox", "LaunchedRun", "input_target", "python_roots"]
+__all__ = [
+    "SANDBOX_CWD",
+    "SHM_MB",
+    "BubblewrapSandbox",
+    "LaunchedRun",
+    "input_target",
+    "python_roots",
+    "sandbox_interpreter",
+]
 
 SANDBOX_CWD = "/sandbox"
 """The solution's working directory inside the sandbox."""
@@ -81,10 +89,32 @@ def python_roots(python: str = sys.executable) -> tuple[str, ...]:
     """
     real = os.path.realpath(python)
     candidates = {os.path.dirname(os.path.dirname(real))}
+    venv = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(python))))
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # a venv: its site-packages live beside the link
+        candidates.add(venv)
     if os.path.realpath(sys.executable) == real:
         candidates |= {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
     roots = sorted(path for path in candidates if not (path + "/").startswith("/usr/") and path != "/")
     return tuple(path for path in roots if not any(path.startswith(other + "/") for other in roots))
+
+
+def sandbox_interpreter(python: str, roots: Sequence[str]) -> str:
+    """The path the sandbox runs the interpreter by: the venv's own when it lies in a mounted root.
+
+    Why not always the resolved binary: a venv's ``bin/python3`` is usually a symlink to the system
+    interpreter, and Python finds the venv (``pyvenv.cfg``, its site-packages) from the path it was
+    started by. Run by the resolved ``/usr/bin/python3.12``, a solution could not import the venv's
+    numpy (measured on a GPU machine whose Python is ``/opt/torch/.venv``).
+
+    Example:
+        >>> sandbox_interpreter("/opt/venv/bin/python3", ("/opt/venv",))
+        '/opt/venv/bin/python3'
+    """
+    unresolved = os.path.abspath(python)
+    linked = os.path.join(os.path.realpath(os.path.dirname(unresolved)), os.path.basename(unresolved))
+    if any(linked.startswith(root + "/") for root in roots):
+        return linked
+    return os.path.realpath(python)
 
 
 def input_target(name: str, source: str | os.PathLike[str]) -> PurePosixPath:
@@ -177,8 +207,8 @@ class BubblewrapSandbox:
             raise ConfigError(f"cpus={cpus} must be > 0 (a CPU quota per run, e.g. 1.0) or None for no quota")
         self.strict = strict
         self.cpus = cpus
-        self.python = os.path.realpath(python)
         self._roots = python_roots(python)
+        self.python = sandbox_interpreter(python, self._roots)
         self._extra = tuple(os.path.realpath(p) for p in extra_ro_paths)
         self._tools = {tool: shutil.which(tool, path=_HOST_PATH) for tool in
                        ("bwrap", "setpriv", "prlimit", "unshare", "mount")}
@@ -248,11 +278,11 @@ class BubblewrapSandbox:
         for etc in ("/etc/ld.so.cache", "/etc/localtime"):
             if os.path.exists(etc):
                 args += ["--ro-bind", etc, etc]
-        for target, source in staged.items():
-            args += ["--ro-bind", source, target]
         args += ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_MB * 2**20), "--tmpfs", "/dev/shm",
                  "--remount-ro", "/dev", "--bind", str(work.tmp), "/tmp",
                  "--bind", str(work.work), SANDBOX_CWD]
+        for target, source in staged.items():  # after /tmp: an interpreter or venv under /tmp stays visible
+            args += ["--ro-bind", source, target]
         for name, source in inputs.items():
             args += ["--ro-bind", source, f"{SANDBOX_CWD}/input/{name}"]
         args += ["--remount-ro", "/"]
