@@ -60,30 +60,33 @@ _OPTIONAL_CONTROLLERS = ("cpuacct", "cpu")
 _CFS_PERIOD_US = 100_000
 
 
-def _own_cgroup_dir(controller: str) -> Path | None:
-    """The directory of this process's cgroup for a v1 controller, or None when there is none."""
+def _own_cgroups() -> list[tuple[str, list[str], str]]:
+    """``(hierarchy id, controllers, path)`` per line of ``/proc/self/cgroup`` (empty if unreadable)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        return None
+        return []
+    entries = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            directory = CGROUP_V1_ROOT / controller / path.lstrip("/")
+        hierarchy, controllers, path = line.split(":", 2)
+        entries.append((hierarchy, [name for name in controllers.split(",") if name], path.lstrip("/")))
+    return entries
+
+
+def _own_cgroup_dir(controller: str) -> Path | None:
+    """The directory of this process's cgroup for a v1 controller, or None when there is none."""
+    for _, controllers, path in _own_cgroups():
+        if controller in controllers:
+            directory = CGROUP_V1_ROOT / controller / path
             return directory if directory.is_dir() else None
     return None
 
 
 def _own_v2_dir() -> Path | None:
     """This process's group in the unified hierarchy, when that hierarchy is mounted at its root."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        hierarchy, controllers, path = line.split(":", 2)
+    for hierarchy, controllers, path in _own_cgroups():
         if hierarchy == "0" and not controllers:
-            directory = CGROUP_V2_ROOT / path.lstrip("/")
+            directory = CGROUP_V2_ROOT / path
             return directory if (directory / "cgroup.controllers").is_file() else None
     return None
 
