@@ -164,3 +164,14 @@ def test_the_table2_benchmark_keeps_each_envs_results_and_sizes_apart():
     assert lift.env == "robosuite:Lift" and lift.out == embodied_table2.RESULTS and lift.horizon == 50
     assert libero.out.name == "embodied_table2_libero" and libero.horizon == 160 and libero.hidden == 128
     assert libero.steps == 1, "a flag overrides the env's committed size"
+
+
+def test_the_table2_world_model_target_needs_the_papers_order_not_just_betweenness(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
+    for method, rate in (("grpo", 0.8), ("wm", 0.7), ("wmrl", 0.6)):  # reversed: WMRL lowest
+        _summary(tmp_path / "runs" / f"{method}-s0", 0, rate, final)
+    targets = embodied_table2.build_table(tmp_path)["targets"]
+    assert targets["world model only between GRPO sparse and WMRL"] is False
