@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,30 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def report_from() -> Callable[..., dict[str, Any]]:
+    """Runs a script under another interpreter (the verl or the embodied venv) and returns its report.
+
+    The script prints a JSON object as its last line of output. Offline, with this session's
+    ``PYTHONPATH`` cleared unless ``env`` sets one; a non-zero exit fails the test with the output's tail.
+    """
+
+    def run(
+        python: Path, args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: int = 600
+    ) -> dict[str, Any]:
+        environment = {
+            **os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": "", **(env or {})
+        }
+        repo = Path(__file__).resolve().parent.parent
+        done = subprocess.run(
+            [str(python), *args], cwd=repo, env=environment, capture_output=True, text=True, timeout=timeout
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +46,13 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def report(
+    tmp_path_factory: pytest.TempPathFactory, report_from: Callable[..., dict[str, Any]]
+) -> dict[str, Any]:
     # Installs this checkout's wmrl into the venv if it is not there yet (seconds when current).
     subprocess.run(["bash", str(REPO / "scripts/embodied.sh")], check=True, timeout=1800)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
     out = tmp_path_factory.mktemp("lerobot")
-    done = subprocess.run(
-        [str(STACK_PYTHON), str(Path(__file__).resolve()), str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return report_from(STACK_PYTHON, [str(Path(__file__).resolve()), str(out)])
 
 
 def test_log_probs_are_finite_and_their_gradient_reaches_acts_weights(report: dict[str, Any]) -> None:
