@@ -24,8 +24,9 @@ else
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg WMRL_LLAMA_INSTALL_ON_DEMAND=1
 python3 -m pytest "$@"
-# The `long` tests (minutes each, e.g. wmrl train --policy llm end to end on CPU) are left out of a plain
-# pytest run (pyproject addopts) and run here after the suite, unless pytest arguments were given.
+# The `long` tests (a minute or more each: wmrl train --policy llm end to end on CPU, verl's trainer, the
+# LeRobot swap) are left out of a plain pytest run (pyproject addopts) and run here after the suite,
+# unless pytest arguments were given.
 if [ "$#" -eq 0 ]; then
     python3 -m pytest -m long
 fi

@@ -38,6 +38,7 @@ TRAIN_ARGS = [
 pytestmark = [
     pytest.mark.embodied,
     pytest.mark.slow,
+    pytest.mark.long,  # ~85 s: after the default suite (scripts/test.sh), to keep that well under 20 min
     pytest.mark.skipif(
         not STACK_PYTHON.is_file(),
         reason=f"the embodied stack is not built ({STACK_PYTHON} missing): run bash scripts/embodied.sh",

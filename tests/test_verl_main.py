@@ -44,6 +44,7 @@ REFUSED = [  # (an override WMRL cannot run under, the fix its error must name)
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.long,  # 70-80 s: after the default suite (scripts/test.sh), to keep that well under 20 min
     pytest.mark.skipif(
         not VERL_PYTHON.is_file(),
         reason=f"the verl venv is not built ({VERL_PYTHON} missing): run bash scripts/verl.sh",
