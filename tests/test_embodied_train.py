@@ -163,7 +163,6 @@ def test_wmrl_train_runs_on_libero_through_the_same_trainer(tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "libero:libero_object/0"
 
 
-@pytest.mark.slow
 def test_sft_on_libero_clones_the_scripted_pick_and_place_expert(tmp_path):
     """``--algo sft --env libero:libero_object/0``: the pick-and-place expert's demos, then a policy file."""
     config = EmbodiedConfig(
