@@ -13,6 +13,7 @@ serves any number of trajectories.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,41 @@ _TABLE_CUBE_HEIGHT = 0.83
 
 
 @dataclass(frozen=True)
-class ScriptedLiftPolicy:
+class _WaypointExpert(abc.ABC):
+    """What the scripted experts share: a waypoint and a gripper command from privileged state, a
+    proportional move towards the waypoint (OSC_POSE, orientation held), stateless over a batch."""
+
+    gain: float = field(default=10.0, metadata={"help": "action per metre of position error"})
+    tolerance: float = field(default=0.01, metadata={"help": "metres within which a waypoint is reached"})
+
+    def __post_init__(self) -> None:
+        if not self.gain > 0 or not self.tolerance > 0:
+            raise ConfigError(f"gain={self.gain!r}, tolerance={self.tolerance!r}; both must be positive")
+
+    def act(
+        self, observations: Sequence[Mapping[str, Any]], infos: Sequence[Mapping[str, Any]]
+    ) -> list[np.ndarray]:
+        """One action per observation."""
+        return [self._action(obs) for obs in observations]
+
+    def _action(self, obs: Mapping[str, Any]) -> np.ndarray:
+        if "object_state" not in obs:
+            raise ConfigError(
+                f"{type(self).__name__} reads the objects' poses: make the env with object_states=True"
+            )
+        proprio = np.asarray(obs["proprio"], dtype=np.float64)
+        eef, opening = proprio[:3], float(proprio[7] - proprio[8])
+        target, gripper = self._waypoint(eef, opening, np.asarray(obs["object_state"], dtype=np.float64))
+        move = np.clip(self.gain * (target - eef), -1.0, 1.0)
+        return np.r_[move, 0.0, 0.0, 0.0, gripper].astype(np.float32)
+
+    @abc.abstractmethod
+    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
+        """Where the gripper goes next and the gripper command (-1 open, 1 close)."""
+
+
+@dataclass(frozen=True)
+class ScriptedLiftPolicy(_WaypointExpert):
     """Grasp-and-lift for ``wmrl/RobosuiteLift-v0`` (needs ``object_states=True``, the default there).
 
     Moves above the cube with the gripper open, descends, closes, and lifts; the phase is read from the
@@ -54,27 +89,8 @@ class ScriptedLiftPolicy:
         (True, -1.0)
     """
 
-    gain: float = field(default=10.0, metadata={"help": "action per metre of position error"})
-    tolerance: float = field(default=0.01, metadata={"help": "metres within which a waypoint is reached"})
-
-    def __post_init__(self) -> None:
-        if not self.gain > 0 or not self.tolerance > 0:
-            raise ConfigError(f"gain={self.gain!r}, tolerance={self.tolerance!r}; both must be positive")
-
-    def act(
-        self, observations: Sequence[Mapping[str, Any]], infos: Sequence[Mapping[str, Any]]
-    ) -> list[np.ndarray]:
-        """One action per observation."""
-        return [self._action(obs) for obs in observations]
-
-    def _action(self, obs: Mapping[str, Any]) -> np.ndarray:
-        if "object_state" not in obs:
-            raise ConfigError(
-                "ScriptedLiftPolicy reads the cube position: make the env with object_states=True"
-            )
-        proprio = np.asarray(obs["proprio"], dtype=np.float64)
-        eef, opening = proprio[:3], float(proprio[7] - proprio[8])
-        cube = np.asarray(obs["object_state"], dtype=np.float64)[:3]
+    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
+        cube = poses[:3]
         horizontal = float(np.linalg.norm(cube[:2] - eef[:2]))
         vertical = float(eef[2] - cube[2])
         lifted = cube[2] > _TABLE_CUBE_HEIGHT
@@ -87,12 +103,11 @@ class ScriptedLiftPolicy:
             target, gripper = cube, -1.0
         else:
             target, gripper = eef, 1.0
-        move = np.clip(self.gain * (target - eef), -1.0, 1.0)
-        return np.r_[move, 0.0, 0.0, 0.0, gripper].astype(np.float32)
+        return target, gripper
 
 
 @dataclass(frozen=True)
-class ScriptedPickPlacePolicy:
+class ScriptedPickPlacePolicy(_WaypointExpert):
     """Pick-and-place for LIBERO's ``pick up the X and place it in the basket`` tasks (``libero_object``).
 
     Reads ``object_state`` (``object_states=True``): LIBERO lists the goal's objects of interest first,
@@ -118,7 +133,6 @@ class ScriptedPickPlacePolicy:
     """
 
     gain: float = field(default=15.0, metadata={"help": "action per metre of position error"})
-    tolerance: float = field(default=0.01, metadata={"help": "metres within which a waypoint is reached"})
     grasp_height: float = field(default=0.0, metadata={"help": "grasp point above the object origin (m)"})
     carry_height: float = field(default=0.25, metadata={"help": "gripper height while carrying (m)"})
     release_height: float = field(
@@ -129,29 +143,14 @@ class ScriptedPickPlacePolicy:
     )
 
     def __post_init__(self) -> None:
-        if not self.gain > 0 or not self.tolerance > 0:
-            raise ConfigError(f"gain={self.gain!r}, tolerance={self.tolerance!r}; both must be positive")
+        super().__post_init__()
         if not self.carry_height > self.release_height:
             raise ConfigError(
                 f"carry_height={self.carry_height!r} <= release_height={self.release_height!r}; carry higher "
                 "than the release point"
             )
 
-    def act(
-        self, observations: Sequence[Mapping[str, Any]], infos: Sequence[Mapping[str, Any]]
-    ) -> list[np.ndarray]:
-        """One action per observation."""
-        return [self._action(obs) for obs in observations]
-
-    def _action(self, obs: Mapping[str, Any]) -> np.ndarray:
-        if "object_state" not in obs:
-            raise ConfigError(
-                "ScriptedPickPlacePolicy reads the object and container poses: make the env with "
-                "object_states=True"
-            )
-        proprio = np.asarray(obs["proprio"], dtype=np.float64)
-        eef, opening = proprio[:3], float(proprio[7] - proprio[8])
-        poses = np.asarray(obs["object_state"], dtype=np.float64)
+    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
         grasp = poses[:3] + np.r_[0.0, 0.0, self.grasp_height]
         container = poses[7:10]
         horizontal = float(np.linalg.norm(grasp[:2] - eef[:2]))
@@ -175,8 +174,7 @@ class ScriptedPickPlacePolicy:
             target, gripper = grasp, -1.0
         else:
             target, gripper = eef, 1.0
-        move = np.clip(self.gain * (target - eef), -1.0, 1.0)
-        return np.r_[move, 0.0, 0.0, 0.0, gripper].astype(np.float32)
+        return target, gripper
 
 
 @dataclass
