@@ -184,15 +184,18 @@ def cgroup_version() -> int | None:
     if cgroup_v1_available():
         return 1
     parent = cgroup_v2_parent()
-    if parent is None:
-        return None
+    return 2 if parent is not None and _can_make_child(parent) else None
+
+
+def _can_make_child(parent: Path) -> bool:
+    """Whether a child group can be created (and removed) in ``parent``."""
     probe = parent / f"wmrl-probe-{uuid.uuid4().hex[:8]}"
     try:
         probe.mkdir()
         probe.rmdir()
     except OSError:
-        return None
-    return 2
+        return False
+    return True
 
 
 def sandbox_cgroup_parents() -> list[Path]:
@@ -232,17 +235,8 @@ def cgroup_v1_available() -> bool:
     Returns:
         True when both controllers are mounted and a child group can be created and removed.
     """
-    for controller in _CONTROLLERS:
-        parent = _own_cgroup_dir(controller)
-        if parent is None:
-            return False
-        probe = parent / f"wmrl-probe-{uuid.uuid4().hex[:8]}"
-        try:
-            probe.mkdir()
-            probe.rmdir()
-        except OSError:
-            return False
-    return True
+    parents = [_own_cgroup_dir(controller) for controller in _CONTROLLERS]
+    return all(parent is not None and _can_make_child(parent) for parent in parents)
 
 
 @dataclass(frozen=True)
