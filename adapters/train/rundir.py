@@ -12,6 +12,7 @@ checkpoint holds beyond the common part (:meth:`RunTrainer.extra_state` /
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -19,7 +20,7 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -147,6 +148,19 @@ def grpo_update(
         kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
     metrics["losses/approx_kl"] = float(kl)
     return metrics
+
+
+@contextlib.contextmanager
+def _signals_deferred(active: bool) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends (main thread only), so a step commits whole."""
+    if not active:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class RunTrainer:
@@ -291,12 +305,15 @@ class RunTrainer:
                     if config.eval_samples and (due or self.step == self.total_steps):
                         self.last_eval = self.evaluate_metrics()
                         metrics.update(self.last_eval)
-                    with open(metrics_path, "a") as handle:
-                        handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                    # A signal landing between the metrics line and the checkpoint would leave a logged
+                    # step that no checkpoint holds (seen: SIGTERM right after the line appeared).
+                    with _signals_deferred(in_main_thread):
+                        with open(metrics_path, "a") as handle:
+                            handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                        self._boundary = self._state_bytes()
+                        if self.step % config.checkpoint_every == 0 or self.step == self.total_steps:
+                            write_atomic(self.run_dir / CHECKPOINT, self._boundary)
                     self._log_tensorboard(metrics)
-                    self._boundary = self._state_bytes()
-                    if self.step % config.checkpoint_every == 0 or self.step == self.total_steps:
-                        write_atomic(self.run_dir / CHECKPOINT, self._boundary)
                     bar.update(1)
                     bar.set_postfix(self.postfix(metrics))
         except KeyboardInterrupt:
