@@ -46,7 +46,7 @@ import torch
 from gymnasium.error import InvalidAction
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
-from wmrl_adapters.train.rundir import RunTrainer, grpo_update, mean_known
+from wmrl_adapters.train.rundir import RunTrainer, mean_known
 from wmrl_adapters.train.trainer import correction_config
 
 from wmrl_algos.errors import ConfigError
@@ -442,17 +442,8 @@ class EmbodiedTrainer(RunTrainer):
         return {key: value for key, value in values.items() if value is not None}
 
     def _update(self, batch: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
-        config = self.config
         started = time.perf_counter()
-        metrics = grpo_update(
-            lambda: self._logprobs(batch),
-            self.optimizer,
-            list(self.policy.parameters()),
-            advantages,
-            clip=config.clip,
-            epochs=config.update_epochs,
-            max_grad_norm=config.max_grad_norm,
-        )
+        metrics = self.policy_update(lambda: self._logprobs(batch), advantages)
         log_std = getattr(self.policy, "log_std", None)
         if log_std is not None:
             metrics["losses/action_std"] = float(log_std.detach().clamp(-5.0, 1.0).exp().mean())

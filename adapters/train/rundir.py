@@ -178,6 +178,23 @@ class RunTrainer:
     run_dir: Path
     step: int
     last_eval: dict[str, float]
+    policy: Any
+    optimizer: torch.optim.Optimizer
+
+    def policy_update(
+        self, logprobs: Callable[[], tuple[torch.Tensor, torch.Tensor]], advantages: torch.Tensor
+    ) -> dict[str, float]:
+        """:func:`grpo_update` of ``self.policy`` with the run's clip, epochs and gradient-norm limit."""
+        config = self.config
+        return grpo_update(
+            logprobs,
+            self.optimizer,
+            list(self.policy.parameters()),
+            advantages,
+            clip=config.clip,
+            epochs=config.update_epochs,
+            max_grad_norm=config.max_grad_norm,
+        )
 
     # ----------------------------------------------------------------------------------- the directory
     def open_run_dir(self, config: RunConfig, run_dir: Path, resume: bool) -> None:

@@ -44,7 +44,6 @@ from wmrl_adapters.train.rundir import (
     METRICS,
     SUMMARY,
     RunTrainer,
-    grpo_update,
     learning_metrics,
     mean_known,
     read_metrics,
@@ -336,17 +335,8 @@ class Trainer(RunTrainer):
         self.learn_seconds += time.perf_counter() - started
 
     def _update(self, batch: list[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
-        config = self.config
         started = time.perf_counter()
-        metrics = grpo_update(
-            lambda: self.policy.logprobs(batch),
-            self.optimizer,
-            list(self.policy.parameters()),
-            advantages,
-            clip=config.clip,
-            epochs=config.update_epochs,
-            max_grad_norm=config.max_grad_norm,
-        )
+        metrics = self.policy_update(lambda: self.policy.logprobs(batch), advantages)
         entropy = getattr(self.policy, "entropy", None)
         if entropy is not None:
             metrics["losses/entropy"] = float(entropy(batch))
