@@ -189,13 +189,113 @@ def test_episode_scoring_anchor_returns_real_rewards_and_the_trajectory_predicti
     assert [s[4]["wmrl"]["real"] for s in (first, second)] == pytest.approx([TRUE, TRUE])
 
 
-def test_unknown_prediction_is_nan_not_zero():
-    env = _toy(world_model=ToyWorldModel(unknown_rate=1.0))
+def test_unknown_prediction_is_nan_not_zero_under_on_unknown_nan():
+    env = _toy(world_model=ToyWorldModel(unknown_rate=1.0), on_unknown="nan")
     env.reset(seed=0, options=TASK)
     obs, reward, terminated, _, info = env.step(ACTION)
     assert math.isnan(reward) and info["wmrl"]["predicted"] is None and not terminated
     assert obs[3] == 0.0
     assert env.ledger.unknown_predictions == 1 and env.ledger.world_model_errors == 0
+
+
+@pytest.mark.parametrize("answer", [[], [Prediction(0.5), Prediction(0.5)]])
+class _UnknownEvery:
+    """The toy world model, but every ``period``-th query (counted across calls) is unknown."""
+
+    def __init__(self, period: int) -> None:
+        self.inner, self.period, self.queries, self.name = (
+            ToyWorldModel(bias=0.1, noise=0.0),
+            period,
+            0,
+            "gappy",
+        )
+
+    def predict(self, queries):
+        answers = []
+        for prediction in self.inner.predict(queries):
+            self.queries += 1
+            answers.append(Prediction(None) if self.queries % self.period == 0 else prediction)
+        return answers
+
+
+@pytest.mark.parametrize(("mode", "scoring"), [("simulate", "step"), ("score", "step"), ("score", "episode")])
+def test_an_unknown_prediction_takes_the_real_step_by_default_marked_real_in_info_and_ledger(mode, scoring):
+    env = _toy(
+        world_model=_Fixed([Prediction(None)], name="unsure"),
+        mode=mode,
+        scoring=scoring,
+        env=CostlyToyEnv(dim=2, max_turns=1),
+    )
+    assert env.on_unknown == "real_step"
+    env.reset(seed=0, options=TASK)
+    obs, reward, terminated, truncated, info = env.step(ACTION)
+    assert reward == pytest.approx(TRUE) and math.isfinite(reward)
+    block = info["wmrl"]
+    assert block["source"] == "real" and not block["anchor"] and block["predicted"] is None
+    assert block["real"] == pytest.approx(TRUE)
+    assert obs[-3] == pytest.approx(TRUE) and obs[-2] == 1.0  # the real score, known, in the observation
+    assert env.ledger.real_steps == 1 and env.ledger.rewards_real == 1 and env.ledger.rewards_world_model == 0
+    assert env.ledger.unknown_predictions == 1 and truncated and not terminated
+
+
+def test_episode_scoring_falls_back_to_the_real_return_on_the_last_step():
+    env = _toy(
+        world_model=_Fixed([Prediction(None)]),
+        mode="score",
+        scoring="episode",
+        env=CostlyToyEnv(dim=2, max_turns=3),
+    )
+    env.reset(seed=0, options=TASK)
+    rewards = [env.step(ACTION)[1] for _ in range(3)]
+    assert rewards[:2] == [0.0, 0.0] and rewards[2] == pytest.approx(3 * TRUE)
+    assert env.ledger.rewards_real == 1 and env.ledger.rewards_world_model == 2
+
+
+@pytest.mark.parametrize("mode", ["simulate", "score"])
+def test_on_unknown_raise_stops_the_episode_naming_the_world_model_and_the_fix(mode):
+    env = _toy(world_model=_Fixed([Prediction(None)], name="unsure"), mode=mode, on_unknown="raise")
+    env.reset(seed=0, options=TASK)
+    with pytest.raises(WorldModelError, match=r"'unsure' could not predict .*on_unknown='real_step'"):
+        env.step(ACTION)
+    with pytest.raises(ResetNeeded):
+        env.step(ACTION)
+
+
+def test_a_tolerated_error_takes_the_real_step_and_keeps_the_error_in_info():
+    env = _toy(world_model=_Fixed(RuntimeError("server down"), name="flaky"), tolerate_errors=True)
+    env.reset(seed=0, options=TASK)
+    _, reward, _, _, info = env.step(ACTION)
+    assert reward == pytest.approx(TRUE) and "server down" in info["wmrl"]["world_model_error"]
+    assert env.ledger.world_model_errors == 1 and env.ledger.real_steps == 1
+
+
+def test_real_step_without_the_hook_in_simulate_mode_is_a_clear_error_not_a_stale_step():
+    env = WorldModelWrapper(_Counter(), _Fixed([Prediction(None, observation=np.ones(1))], name="unsure"))
+    env.reset(seed=0)
+    with pytest.raises(WorldModelError, match="no apply_prediction hook.*mode='score'"):
+        env.step(1)
+    assert env.unwrapped.count == 0  # the real env was not stepped from a state it is not in
+
+
+def test_known_predictions_between_unknown_ones_are_unchanged_under_real_step():
+    gappy = _toy(world_model=_UnknownEvery(3), env=CostlyToyEnv(dim=2, max_turns=6))
+    plain = _toy(env=CostlyToyEnv(dim=2, max_turns=6))
+    for env in (gappy, plain):
+        env.reset(seed=0, options=TASK)
+    for turn in range(6):
+        _, reward, _, _, info = gappy.step(ACTION)
+        _, expected, _, _, _ = plain.step(ACTION)
+        if (turn + 1) % 3 == 0:
+            assert info["wmrl"]["source"] == "real" and reward == pytest.approx(TRUE)
+        else:
+            assert info["wmrl"]["source"] == "world_model" and reward == pytest.approx(expected)
+    assert gappy.ledger.real_steps == 2 and gappy.ledger.rewards_world_model == 4
+
+
+@pytest.mark.parametrize("policy", ["skip", "", None, 0])
+def test_an_unknown_on_unknown_policy_is_rejected_naming_the_choices(policy):
+    with pytest.raises(ConfigError, match=r"on_unknown=.*'real_step'.*'raise'.*'nan'"):
+        _toy(on_unknown=policy)
 
 
 @pytest.mark.parametrize("answer", [[], [Prediction(0.5), Prediction(0.5)]])
@@ -226,7 +326,7 @@ def test_a_non_finite_or_non_numeric_predicted_reward_breaks_the_contract(reward
 
 @pytest.mark.parametrize("answer", [RuntimeError("boom"), [], [Prediction(float("nan"))], ["0.3"]])
 def test_tolerated_errors_give_none_rewards_counted_in_info_and_ledger(answer):
-    env = _toy(world_model=_Fixed(answer, name="bad-wm"), tolerate_errors=True)
+    env = _toy(world_model=_Fixed(answer, name="bad-wm"), tolerate_errors=True, on_unknown="nan")
     env.reset(seed=0, options=TASK)
     obs, reward, _, _, info = env.step(ACTION)
     assert math.isnan(reward) and info["wmrl"]["predicted"] is None
@@ -234,8 +334,8 @@ def test_tolerated_errors_give_none_rewards_counted_in_info_and_ledger(answer):
     assert env.ledger.world_model_errors == 1 and env.ledger.unknown_predictions == 1
 
 
-def test_tolerated_error_without_the_hook_truncates_the_simulated_episode():
-    env = WorldModelWrapper(_Counter(), _Fixed(RuntimeError("x")), tolerate_errors=True)
+def test_tolerated_error_without_the_hook_truncates_the_simulated_episode_under_on_unknown_nan():
+    env = WorldModelWrapper(_Counter(), _Fixed(RuntimeError("x")), tolerate_errors=True, on_unknown="nan")
     obs, _ = env.reset(seed=0)
     next_obs, reward, terminated, truncated, _ = env.step(1)
     assert math.isnan(reward) and truncated and not terminated
@@ -326,8 +426,15 @@ def test_info_key_collision_raises_at_first_collision_and_another_key_works():
 @pytest.mark.filterwarnings("ignore:.*Casting input x to numpy array")
 @pytest.mark.parametrize(
     "action",
-    [np.array([2.0, 0.0]), np.array([0.0, -1.5]), np.zeros(3), np.zeros((1, 2)), np.zeros(2, dtype=complex),
-     [0.0, 0.0, 0.0], "up"],
+    [
+        np.array([2.0, 0.0]),
+        np.array([0.0, -1.5]),
+        np.zeros(3),
+        np.zeros((1, 2)),
+        np.zeros(2, dtype=complex),
+        [0.0, 0.0, 0.0],
+        "up",
+    ],
 )
 def test_action_outside_the_action_space_raises_invalid_action(action):
     env = _toy()
@@ -357,9 +464,7 @@ def test_step_before_reset_and_after_the_end_raise_reset_needed():
 
 
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version:UserWarning")
-@pytest.mark.parametrize(
-    ("mode", "scoring"), [("simulate", "step"), ("score", "step"), ("score", "episode")]
-)
+@pytest.mark.parametrize(("mode", "scoring"), [("simulate", "step"), ("score", "step"), ("score", "episode")])
 @pytest.mark.parametrize("anchor", [False, True])
 def test_check_env_passes_wrapped_and_bare(mode, scoring, anchor):
     check_env(gym.make("wmrl/CostlyToy-v0").unwrapped)

@@ -448,6 +448,7 @@ class GroupedRollout:
                     scoring=config.scoring,
                     info_key=config.info_key,
                     tolerate_errors=config.tolerate_errors,
+                    on_unknown="nan",
                     max_episode_steps=config.max_turns,
                     ledger=self.ledger,
                 )

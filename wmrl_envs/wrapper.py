@@ -25,9 +25,14 @@ Gymnasium records for ``env.spec`` is a JSON-able handle naming the live object 
 process), so ``env.spec.to_json()`` works and ``gymnasium.make(env.spec)`` re-wraps with the same
 world model.
 
-An unknown prediction is returned as a ``float("nan")`` reward (Gymnasium needs a float) and as
-``None`` in ``info[info_key]["predicted"]``: never a silent 0. The per-step information the wrapper
-adds lives under one key (``info_key``) and is described by :class:`StepInfo`.
+An unknown prediction (a ``None`` reward, or one lost to a tolerated error) is never a silent 0, and
+never a NaN handed to an RL library either: Stable-Baselines3's PPO raises on the first NaN reward. What
+the wrapper does instead is its ``on_unknown`` policy (:data:`OnUnknown`): by default it takes the real
+step (``"real_step"``), so the learner gets a real reward and the ledger counts a real step; ``"raise"``
+stops with :class:`~wmrl_algos.errors.WorldModelError`; ``"nan"`` returns ``float("nan")`` for a caller
+that reads the info itself (as :class:`~wmrl_envs.rollouts.GroupedRollout` does). In every case
+``info[info_key]["predicted"]`` is ``None``. The per-step information the wrapper adds lives under one
+key (``info_key``) and is described by :class:`StepInfo`.
 
 For batching across many trajectories the step is split into three public phases
 (:meth:`~WorldModelWrapper.prepare_step`, :meth:`~WorldModelWrapper.execute`,
@@ -57,13 +62,14 @@ import numpy as np
 from gymnasium.error import InvalidAction, ResetNeeded
 
 from wmrl_algos.errors import ConfigError, WorldModelError
-from wmrl_envs.ledger import CostLedger
+from wmrl_envs.ledger import CostLedger, RewardSource
 from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 
 __all__ = [
     "AnchorSelector",
     "BatchPrediction",
     "Mode",
+    "OnUnknown",
     "PendingStep",
     "Scoring",
     "StepInfo",
@@ -81,6 +87,20 @@ Mode = Literal["simulate", "score"]
 
 Scoring = Literal["step", "episode"]
 """``"step"``: one prediction per step; ``"episode"``: one prediction per trajectory, at its end."""
+
+OnUnknown = Literal["real_step", "raise", "nan"]
+"""What a step does when the world model cannot say (reward ``None``, or a tolerated error):
+
+* ``"real_step"`` (default): return the real env's reward instead. In score mode the real step has run
+  already; in simulate mode the wrapper steps the real env now, which needs the env's
+  ``apply_prediction`` hook (it keeps the real env at the simulated episode's state; without the hook
+  the real env is still where the episode started, so its step would answer another state: that is a
+  :class:`~wmrl_algos.errors.WorldModelError`). ``info[info_key]`` marks such a step with
+  ``source="real"`` and ``predicted=None`` in a non-anchor episode, ``real`` holding the reward
+  returned; the ledger counts it in ``real_steps`` (simulate mode) and ``rewards_real``.
+* ``"raise"``: raise :class:`~wmrl_algos.errors.WorldModelError`; the episode must be reset.
+* ``"nan"``: return ``float("nan")``, for callers that read ``info`` and treat it as unknown (never pass
+  it to an RL library: a NaN reward breaks its losses)."""
 
 _StepTuple = tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]
 _MISSING = object()
@@ -105,7 +125,8 @@ class StepInfo(TypedDict):
     """What :class:`WorldModelWrapper` writes under ``info[info_key]`` at every reset and step.
 
     Keys:
-        source: where the returned reward came from, ``"real"`` (anchor episodes) or ``"world_model"``.
+        source: where the returned reward came from, ``"real"`` (anchor episodes, and the steps of other
+            episodes whose prediction was unknown under ``on_unknown="real_step"``) or ``"world_model"``.
         anchor: whether the episode is an anchor episode.
         group_id: the group given at reset, or ``None``.
         predicted: the world model's reward for this step (for ``scoring="episode"``: the trajectory's
@@ -113,7 +134,8 @@ class StepInfo(TypedDict):
             simulated step through the env's ``apply_prediction`` hook it is the reward the hook
             returns, so a hook should return the prediction's own reward whenever it has one: anchor
             pairs carry ``Prediction.reward`` and the calibration must see the same quantity.
-        real: the real env's reward for this step on anchor episodes, ``None`` otherwise.
+        real: the real env's reward for this step on anchor episodes, the real reward returned instead of
+            an unknown prediction (``on_unknown="real_step"``), ``None`` otherwise.
         real_seconds: seconds spent in the real env's ``step`` for this step.
         world_model_seconds: this step's share of the seconds spent in ``predict``.
         world_model_error: why the prediction failed when ``tolerate_errors=True``, else ``None``.
@@ -337,10 +359,14 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             draw comes from a generator seeded with 0 and re-seeded by ``reset(seed=s)``, independent
             of the env's own randomness, so a seed fixes the decision. ``0.0``: never anchor.
         info_key: the one info key the wrapper writes. An env that already uses it is an error.
-        tolerate_errors: a world model that raises or breaks its contract gives ``None`` rewards (NaN
-            step reward) for the affected items instead of raising :class:`WorldModelError`; counted in
-            the info and the ledger. In simulate mode without ``apply_prediction`` a lost prediction
-            has no observation, so the episode is truncated there.
+        tolerate_errors: a world model that raises or breaks its contract gives unknown (``None``)
+            predictions for the affected items instead of raising :class:`WorldModelError`; counted in
+            the info and the ledger, and handled by ``on_unknown`` like any unknown prediction. With
+            ``on_unknown="nan"`` in simulate mode without ``apply_prediction`` a lost prediction has no
+            observation, so the episode is truncated there.
+        on_unknown: what a step returns when the world model cannot say (:data:`OnUnknown`):
+            ``"real_step"`` (default: the real reward, from a real step), ``"raise"``, or ``"nan"``
+            (only for callers that read the info, never for an RL library).
         max_episode_steps: truncate after this many steps; defaults to ``env.spec.max_episode_steps``
             (needed in simulate mode, where the real env's ``TimeLimit`` is never stepped).
         check_actions: raise ``gymnasium.error.InvalidAction`` for an action outside the action space
@@ -379,6 +405,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         anchor_fraction: float = 0.1,
         info_key: str = "wmrl",
         tolerate_errors: bool = False,
+        on_unknown: OnUnknown = "real_step",
         max_episode_steps: int | None = None,
         check_actions: bool = True,
         info_timings: bool = False,
@@ -397,6 +424,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             anchor_fraction=anchor_fraction,
             info_key=info_key,
             tolerate_errors=tolerate_errors,
+            on_unknown=on_unknown,
             max_episode_steps=max_episode_steps,
             check_actions=check_actions,
             info_timings=info_timings,
@@ -426,6 +454,11 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
                 f"anchor_fraction={anchor_fraction!r} is not a probability; pass a share in [0, 1] "
                 "(0.1 anchors one episode in ten, 0.0 never anchors)"
             )
+        if on_unknown not in ("real_step", "raise", "nan"):
+            raise ConfigError(
+                f"on_unknown={on_unknown!r} is not a policy; pass 'real_step' (take the real step's reward), "
+                "'raise', or 'nan' (only for a caller that reads info itself)"
+            )
         if not isinstance(info_key, str) or not info_key:
             raise ConfigError(f"info_key={info_key!r} must be a non-empty string, e.g. 'wmrl'")
         if max_episode_steps is None and env.spec is not None:
@@ -441,6 +474,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         self._scheduled_episode = False
         self._info_key = info_key
         self._tolerate_errors = bool(tolerate_errors)
+        self._on_unknown: OnUnknown = on_unknown
         self._max_episode_steps = max_episode_steps
         self._check_actions = bool(check_actions)
         self._info_timings = bool(info_timings)
@@ -457,6 +491,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         self._last_obs: Any = None
         self._observations: list[Any] = []
         self._actions: list[Any] = []
+        self._real_return = 0.0
 
     @property
     def world_model(self) -> WorldModel:
@@ -497,6 +532,11 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
     def tolerate_errors(self) -> bool:
         """Whether world-model failures become ``None`` rewards instead of errors."""
         return self._tolerate_errors
+
+    @property
+    def on_unknown(self) -> OnUnknown:
+        """What a step returns when the world model cannot say (:data:`OnUnknown`)."""
+        return self._on_unknown
 
     def plan_groups(self, n_groups: int) -> np.ndarray:
         """Ask the scheduler which of the next ``n_groups`` groups are anchors, and remember it.
@@ -561,9 +601,12 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         self._last_obs = obs
         self._observations = [obs] if self._scoring == "episode" else []
         self._actions = []
+        self._real_return = 0.0
         self._needs_reset = False
         self._ledger.record_episode(anchor)
-        info[self._info_key] = self._step_info(None, None, 0.0, 0.0, None)
+        info[self._info_key] = self._step_info(
+            "real" if anchor else "world_model", None, None, 0.0, 0.0, None
+        )
         return obs, info
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -571,14 +614,16 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
         Returns:
             The usual step tuple. The reward is the real one on anchor episodes, the world model's
-            otherwise (``float("nan")`` when unknown, see ``info[info_key]["predicted"] is None``).
+            otherwise; where the world model cannot say (``info[info_key]["predicted"] is None``), what
+            ``on_unknown`` gives: the real reward by default.
 
         Raises:
             gymnasium.error.ResetNeeded: stepping before :meth:`reset` or after the episode ended.
             gymnasium.error.InvalidAction: the action is outside the action space.
-            WorldModelError: the world model failed and ``tolerate_errors`` is False, or (simulate mode,
-                no ``apply_prediction`` hook) it returned no observation. The episode cannot continue
-                after any error raised here: the next call must be :meth:`reset`.
+            WorldModelError: the world model failed and ``tolerate_errors`` is False; (simulate mode, no
+                ``apply_prediction`` hook) it returned no observation, or no reward under
+                ``on_unknown="real_step"``; or it returned no reward under ``on_unknown="raise"``. The
+                episode cannot continue after any error raised here: the next call must be :meth:`reset`.
         """
         pending = self.prepare_step(action)
         try:
@@ -654,36 +699,89 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
         Raises:
             WorldModelError: simulate mode without ``apply_prediction``, and the prediction carries no
-                observation.
+                observation or (``on_unknown="real_step"``) no reward; or no reward under
+                ``on_unknown="raise"``.
         """
         predicted = prediction.reward if prediction is not None else None
         real: float | None = None
+        source: RewardSource = "real" if self._anchor else "world_model"
         if pending.runs_real:
             if pending.real_result is None:
                 raise ConfigError("finish_step() before execute(): call execute(pending) first")
             obs, real_reward, terminated, truncated, inner_info = pending.real_result
             real_value = float(real_reward)
+            self._real_return += real_value
             if self._anchor:
                 real = real_value if math.isfinite(real_value) else None
                 reward: float = real_value
             elif self._scoring == "episode" and pending.query is None:
                 reward = 0.0
+            elif predicted is not None:
+                reward = predicted
+            elif self._unknown_is_nan(pending, error):
+                reward = math.nan
             else:
-                reward = math.nan if predicted is None else predicted
+                # The real step has run: its reward (for a whole trajectory, the real return; the
+                # earlier steps returned 0.0) stands in for the unknown one.
+                reward = self._real_return if self._scoring == "episode" else real_value
+                real, source = reward, "real"
+        elif predicted is None and not self._unknown_is_nan(pending, error):
+            obs, reward, terminated, truncated, inner_info = self._real_step_for_unknown(pending, error)
+            real, source = reward, "real"
         else:
             obs, reward, terminated, truncated, inner_info = self._simulate(pending.action, prediction, error)
+            if math.isnan(reward) and self._on_unknown != "nan":
+                raise WorldModelError(
+                    f"{type(self.env.unwrapped).__name__}.apply_prediction returned no reward for a "
+                    f"prediction of reward {predicted!r} (query {pending.query and pending.query.key!r}); "
+                    "the hook must return the prediction's reward"
+                )
             predicted = None if math.isnan(reward) else reward
             truncated = truncated or self._at_step_limit()
         info = self._own_info(inner_info)
-        self._ledger.record_reward("real" if self._anchor else "world_model")
+        self._ledger.record_reward(source)
         info[self._info_key] = self._step_info(
-            predicted, real, pending.real_seconds, world_model_seconds, error
+            source, predicted, real, pending.real_seconds, world_model_seconds, error
         )
         self._elapsed_steps += 1
         self._last_obs = obs
         if terminated or truncated:
             self._needs_reset = True
         return obs, reward, bool(terminated), bool(truncated), info
+
+    def _unknown_is_nan(self, pending: PendingStep, error: str | None) -> bool:
+        """Apply ``on_unknown`` to an unknown prediction: True for ``"nan"``, False for ``"real_step"``.
+
+        Raises:
+            WorldModelError: ``on_unknown="raise"``.
+        """
+        if self._on_unknown == "raise":
+            why = f" ({error})" if error is not None else ""
+            raise WorldModelError(
+                f"world model {self._world_model.name!r} could not predict the reward of query "
+                f"{pending.query and pending.query.key!r}{why} and on_unknown='raise'; pass "
+                "on_unknown='real_step' to take the real step's reward instead"
+            )
+        return self._on_unknown == "nan"
+
+    def _real_step_for_unknown(
+        self, pending: PendingStep, error: str | None
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Simulate mode, unknown prediction, ``on_unknown="real_step"``: step the real env instead."""
+        if self._apply_hook is None:
+            why = f" ({error})" if error is not None else ""
+            raise WorldModelError(
+                f"world model {self._world_model.name!r} could not predict the reward of query "
+                f"{pending.query and pending.query.key!r}{why}, and on_unknown='real_step' cannot step "
+                f"{type(self.env.unwrapped).__name__} instead: it has no apply_prediction hook, so the real "
+                "env is not at the simulated state. Implement the hook, use mode='score', or pass "
+                "on_unknown='raise'"
+            )
+        start = time.perf_counter()
+        obs, reward, terminated, truncated, info = self.env.step(pending.action)
+        pending.real_seconds = time.perf_counter() - start
+        self._ledger.record_real(pending.real_seconds)
+        return obs, float(reward), bool(terminated), bool(truncated) or self._at_step_limit(), info
 
     def _simulate(
         self, action: Any, prediction: Prediction | None, error: str | None
@@ -763,6 +861,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
 
     def _step_info(
         self,
+        source: RewardSource,
         predicted: float | None,
         real: float | None,
         real_seconds: float,
@@ -770,7 +869,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         error: str | None,
     ) -> StepInfo:
         return StepInfo(
-            source="real" if self._anchor else "world_model",
+            source=source,
             anchor=self._anchor,
             group_id=self._group_id,
             predicted=predicted,
