@@ -85,8 +85,9 @@ def test_anchor_groups_are_executed_with_pairs_and_the_others_never_touch_the_re
 
 def test_anchor_executions_run_concurrently_on_the_executor():
     step_seconds, anchors = 0.2, [True, True]
-    with GroupedRollout(_env(max_turns=2, step_seconds=step_seconds), ToyWorldModel(),
-                        RolloutConfig(group_size=4)) as rollout:
+    with GroupedRollout(
+        _env(max_turns=2, step_seconds=step_seconds), ToyWorldModel(), RolloutConfig(group_size=4)
+    ) as rollout:
         start = time.perf_counter()
         rollout.run(_tasks(2), _SeededPolicy(), anchors=anchors)
         elapsed = time.perf_counter() - start
@@ -200,8 +201,9 @@ def test_world_model_failure_propagates_as_world_model_error():
         def predict(self, queries):
             raise RuntimeError("no")
 
-    with GroupedRollout(_env(), Broken(), RolloutConfig(group_size=2)) as rollout, pytest.raises(
-        WorldModelError, match="broken-wm"
+    with (
+        GroupedRollout(_env(), Broken(), RolloutConfig(group_size=2)) as rollout,
+        pytest.raises(WorldModelError, match="broken-wm"),
     ):
         rollout.run(_tasks(2), _SeededPolicy(), anchors=[True, False])
 
@@ -221,8 +223,9 @@ def test_episode_return_is_none_when_any_step_is_unknown():
     ],
 )
 def test_invalid_anchor_arguments_raise_config_error(kwargs, match):
-    with GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout, pytest.raises(
-        ConfigError, match=match
+    with (
+        GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout,
+        pytest.raises(ConfigError, match=match),
     ):
         rollout.run(_tasks(2), _SeededPolicy(), **kwargs)
 
@@ -232,15 +235,17 @@ def test_policy_returning_the_wrong_number_of_actions_raises_config_error():
         def act(self, observations, infos):
             return [np.zeros(2)]
 
-    with GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout, pytest.raises(
-        ConfigError, match="1 actions for 4 observations"
+    with (
+        GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout,
+        pytest.raises(ConfigError, match="1 actions for 4 observations"),
     ):
         rollout.run(_tasks(2), Lazy())
 
 
 def test_task_options_may_not_decide_anchors():
-    with GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout, pytest.raises(
-        ConfigError, match="anchor"
+    with (
+        GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout,
+        pytest.raises(ConfigError, match="anchor"),
     ):
         rollout.run([RolloutTask("t", {"anchor": True})], _SeededPolicy())
 
@@ -253,6 +258,9 @@ def test_task_options_may_not_decide_anchors():
         ({"scoring": "episode"}, "needs mode='score'"),
         ({"max_turns": 0}, "max_turns=0"),
         ({"max_workers": 0}, "max_workers=0"),
+        ({"max_envs": 0}, "max_envs=0"),
+        ({"max_envs": True}, "max_envs=True"),
+        ({"max_envs": 2.5}, "max_envs=2.5"),
     ],
 )
 def test_invalid_config_raises_config_error_naming_the_value(kwargs, match):
@@ -353,7 +361,10 @@ def test_a_multi_turn_policy_gets_each_trajectory_id_and_its_whole_history():
     first = policy.seen[0]
     assert [c.trajectory_id for c in first] == [0, 1, 2, 3]
     assert [(c.task_id, c.group_id, c.index) for c in first] == [
-        ("task0", 0, 0), ("task0", 0, 1), ("task1", 1, 0), ("task1", 1, 1)
+        ("task0", 0, 0),
+        ("task0", 0, 1),
+        ("task1", 1, 0),
+        ("task1", 1, 1),
     ]
     latest = {c.trajectory_id: c for turn in policy.seen for c in turn}
     for group in groups:
@@ -409,3 +420,76 @@ def test_a_summed_return_keeps_trajectory_pairs_and_episode_scoring_has_no_step_
         GroupedRollout(_env(), ToyWorldModel(), episode, step_pairs=True)
     with GroupedRollout(_env(max_turns=2), ToyWorldModel(), episode, reducer=best_return) as rollout:
         assert rollout.run(_tasks(1), _SeededPolicy(), anchors=[True])[0].pairs is None
+
+
+class _CountingFactory:
+    """Makes real toy envs and counts them (what a heavy simulator's constructor would cost)."""
+
+    def __init__(self, max_turns: int = 3) -> None:
+        self.max_turns, self.created = max_turns, 0
+
+    def __call__(self) -> CostlyToyEnv:
+        self.created += 1
+        return CostlyToyEnv(dim=2, max_turns=self.max_turns)
+
+
+class _ObservationPolicy:
+    """A deterministic policy: the action is a fixed function of the observation (no shared generator)."""
+
+    def act(self, observations, infos):
+        return [
+            np.tanh(np.array([obs[0] + 0.3 * obs[2] - 0.2, obs[1] - obs[3] + 0.1])) for obs in observations
+        ]
+
+
+def _outcome(groups):
+    """Everything a step produced, NaN rewards as None so that equal outcomes compare equal."""
+
+    def rewards(values):
+        return tuple(None if math.isnan(value) else value for value in values)
+
+    return [
+        (
+            g.anchor,
+            g.predicted,
+            g.real,
+            [
+                ([a.tolist() for a in t.actions], rewards(t.rewards), t.predicted, t.real)
+                for t in g.trajectories
+            ],
+        )
+        for g in groups
+    ]
+
+
+@pytest.mark.parametrize("mode", ["simulate", "score"])
+def test_max_envs_bounds_the_envs_created_and_leaves_seeded_results_unchanged(mode):
+    anchors = [True, False, False, True, False, False, False, False]
+    config = {"group_size": 4, "mode": mode, "max_turns": 3}
+    outcomes, created, ledgers = [], [], []
+    for max_envs in (None, 5):
+        factory = _CountingFactory(max_turns=3)
+        model = ToyWorldModel(bias=0.1, noise=0.05, unknown_rate=0.1)
+        with GroupedRollout(factory, model, RolloutConfig(**config, max_envs=max_envs)) as rollout:
+            groups = rollout.run(_tasks(8), _ObservationPolicy(), anchors=anchors, seed=7)
+            again = rollout.run(_tasks(8), _ObservationPolicy(), anchors=anchors, seed=7)
+            outcomes.append(_outcome(groups))
+            assert _outcome(again) == outcomes[-1]
+            created.append(factory.created)
+            ledgers.append(rollout.ledger.state_dict())
+    assert created == [32, 5]
+    assert outcomes[0] == outcomes[1]
+    for counts in ledgers:
+        counts.pop("real_seconds"), counts.pop("world_model_seconds")
+    calls = ledgers[0].pop("world_model_calls"), ledgers[1].pop("world_model_calls")
+    assert ledgers[0] == ledgers[1] and calls[1] > calls[0]  # same work, in smaller batches
+
+
+def test_with_max_envs_at_most_that_many_trajectories_are_live_per_turn():
+    policy = _SeededPolicy()
+    with GroupedRollout(
+        _CountingFactory(max_turns=3), ToyWorldModel(), RolloutConfig(group_size=4, max_envs=3)
+    ) as rollout:
+        groups = rollout.run(_tasks(2), policy, anchors=[False, True])
+    assert max(policy.calls) == 3 and sum(policy.calls) == 2 * 4 * 3
+    assert [len(t.actions) for g in groups for t in g.trajectories] == [3] * 8

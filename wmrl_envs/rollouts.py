@@ -9,6 +9,15 @@ executions (all real steps in score mode) run concurrently on a pluggable
 :class:`concurrent.futures.Executor` (a thread pool by default; a Ray-backed executor fits the same
 slot). With ``scoring="step"`` the prediction call overlaps the real executions.
 
+Heavy environments: a real env object can be expensive to hold even when it is never stepped (a
+MuJoCo or LIBERO simulator; simulate mode still keeps one per trajectory for its bookkeeping). By
+default every trajectory of the step is live at once (``groups * group_size`` envs), which gives the
+largest world-model batches. :attr:`RolloutConfig.max_envs` bounds that: at most that many
+trajectories run at once, each on an env from a pool of that size, and a finished trajectory's env is
+reset for the next waiting one. With seeded resets the results are the same as without the bound
+(a policy whose action depends only on the trajectory sees the same observations); the world-model
+batches are smaller (one call per turn of the live trajectories).
+
 Anchoring is per group and decided before anything is scored: from an explicit mask (e.g.
 ``CorrectionLoop.plan(n_groups)``) or an attached :class:`~wmrl_algos.anchors.AnchorScheduler`, which
 is seeded and checkpointable, so the anchor choice of a resumed run is the one it would have made.
@@ -200,6 +209,10 @@ class RolloutConfig:
         info_key: the wrappers' info key.
         max_workers: threads of the default executor (ignored when an executor is passed); ``None``
             uses one per trajectory, capped at 32.
+        max_envs: at most this many environments (and trajectories running at once); a finished
+            trajectory's env is reset for the next one. Set it for heavy envs (a simulator per
+            trajectory is costly to hold); the price is smaller world-model batches. ``None``: one env
+            per trajectory of the step, all live at once (the largest batches).
 
     Raises:
         ConfigError: a value is out of range or the combination is invalid.
@@ -216,6 +229,7 @@ class RolloutConfig:
     tolerate_errors: bool = False
     info_key: str = "wmrl"
     max_workers: int | None = None
+    max_envs: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
@@ -234,8 +248,12 @@ class RolloutConfig:
             )
         if self.max_turns is not None and (not isinstance(self.max_turns, int) or self.max_turns < 1):
             raise ConfigError(f"max_turns={self.max_turns!r} must be a positive int or None")
-        if self.max_workers is not None and (not isinstance(self.max_workers, int) or self.max_workers < 1):
-            raise ConfigError(f"max_workers={self.max_workers!r} must be a positive int or None")
+        for name in ("max_workers", "max_envs"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(
+                    f"{name}={value!r} must be a positive int or None (None: one per trajectory of the step)"
+                )
 
 
 @dataclass(frozen=True)
@@ -284,8 +302,11 @@ class _Running:
 class GroupedRollout:
     """Runs one training step's groups in lock-step, one batched world-model call per turn.
 
-    Wrapped environments are created on first use (``len(tasks) * group_size`` of them) and reused
-    across steps; they all record into one :class:`~wmrl_envs.ledger.CostLedger`.
+    Wrapped environments are created on first use (``len(tasks) * group_size`` of them, or at most
+    :attr:`RolloutConfig.max_envs`, reset from one trajectory to the next) and reused across steps; they
+    all record into one :class:`~wmrl_envs.ledger.CostLedger`. Their wrappers use
+    ``on_unknown="nan"``: an unknown prediction becomes a ``None`` score here, never a real step outside
+    the group's anchor decision.
 
     Args:
         env_fn: makes one real environment (or a registered Gymnasium id, e.g.
@@ -359,7 +380,7 @@ class GroupedRollout:
 
     @property
     def envs(self) -> tuple[WorldModelWrapper[Any, Any], ...]:
-        """The wrapped environments created so far (trajectory ``i`` of a step uses ``envs[i]``)."""
+        """The wrapped environments created so far (without ``max_envs``: trajectory ``i`` on ``envs[i]``)."""
         return tuple(self._envs)
 
     def run(
@@ -471,37 +492,45 @@ class GroupedRollout:
     ) -> list[ScoredGroup]:
         size = self.config.group_size
         n = len(tasks) * size
-        envs = self._ensure_envs(n)
-        running: list[_Running] = []
-        for i, env in enumerate(envs):
-            task = tasks[i // size]
+        for task in tasks:
             clash = {"anchor", "group_id"} & set(task.options)
             if clash:
                 raise ConfigError(
                     f"task {task.task_id!r} sets reset options {sorted(clash)}, which the rollout decides; "
                     "remove them (anchors come from anchors= or scheduler=)"
                 )
-            group_id = i // size
-            options = {**task.options, "anchor": bool(mask[group_id]), "group_id": group_id}
-            obs, info = env.reset(seed=None if seed is None else seed + group_id, options=options)
-            running.append(_Running(observations=[obs], infos=[info]))
+        free = self._ensure_envs(min(n, self.config.max_envs or n))
+        running: dict[int, _Running] = {}
+        assigned: dict[int, WorldModelWrapper[Any, Any]] = {}
+        next_trajectory = 0
         with_contexts = _accepts_contexts(policy)
         with tqdm(total=n, desc="rollout episodes", disable=not progress, leave=False) as bar:
             while True:
-                live = [i for i in range(n) if not running[i].done]
+                while free and next_trajectory < n:
+                    trajectory, env = next_trajectory, free.pop(0)
+                    next_trajectory += 1
+                    group_id = trajectory // size
+                    task = tasks[group_id]
+                    options = {**task.options, "anchor": bool(mask[group_id]), "group_id": group_id}
+                    obs, info = env.reset(seed=None if seed is None else seed + group_id, options=options)
+                    running[trajectory] = _Running(observations=[obs], infos=[info])
+                    assigned[trajectory] = env
+                live = sorted(assigned)
                 if not live:
                     break
-                self._turn(envs, running, live, policy, tasks, with_contexts)
-                bar.update(sum(running[i].done for i in live))
+                self._turn(assigned, running, live, policy, tasks, with_contexts)
+                finished = [i for i in live if running[i].done]
+                free.extend(assigned.pop(i) for i in finished)
+                bar.update(len(finished))
         return [
-            self._group(g, task, bool(mask[g]), running[g * size : (g + 1) * size])
+            self._group(g, task, bool(mask[g]), [running[i] for i in range(g * size, (g + 1) * size)])
             for g, task in enumerate(tasks)
         ]
 
     def _turn(
         self,
-        envs: Sequence[WorldModelWrapper[Any, Any]],
-        running: Sequence[_Running],
+        envs: Mapping[int, WorldModelWrapper[Any, Any]],
+        running: Mapping[int, _Running],
         live: Sequence[int],
         policy: Policy[Any, Any],
         tasks: Sequence[RolloutTask],
