@@ -433,12 +433,13 @@ class _CountingFactory:
         return CostlyToyEnv(dim=2, max_turns=self.max_turns)
 
 
-class _ObservationPolicy:
-    """A deterministic policy: the action is a fixed function of the observation (no shared generator)."""
+class _PerTrajectoryPolicy:
+    """A deterministic random policy: each action drawn from a generator seeded by (trajectory, turn),
+    so a trajectory's actions do not depend on which others share its batch."""
 
-    def act(self, observations, infos):
+    def act(self, observations, infos, contexts):
         return [
-            np.tanh(np.array([obs[0] + 0.3 * obs[2] - 0.2, obs[1] - obs[3] + 0.1])) for obs in observations
+            np.random.default_rng([c.trajectory_id, len(c.actions)]).uniform(-1.0, 1.0, 2) for c in contexts
         ]
 
 
@@ -471,8 +472,8 @@ def test_max_envs_bounds_the_envs_created_and_leaves_seeded_results_unchanged(mo
         factory = _CountingFactory(max_turns=3)
         model = ToyWorldModel(bias=0.1, noise=0.05, unknown_rate=0.1)
         with GroupedRollout(factory, model, RolloutConfig(**config, max_envs=max_envs)) as rollout:
-            groups = rollout.run(_tasks(8), _ObservationPolicy(), anchors=anchors, seed=7)
-            again = rollout.run(_tasks(8), _ObservationPolicy(), anchors=anchors, seed=7)
+            groups = rollout.run(_tasks(8), _PerTrajectoryPolicy(), anchors=anchors, seed=7)
+            again = rollout.run(_tasks(8), _PerTrajectoryPolicy(), anchors=anchors, seed=7)
             outcomes.append(_outcome(groups))
             assert _outcome(again) == outcomes[-1]
             created.append(factory.created)
