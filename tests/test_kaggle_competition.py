@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 from wmrl_algos.errors import ConfigError, DataError
 from wmrl_envs.kaggle.competition import (
     Competition,
+    describe_public_files,
     load_competition,
     load_mlebench_competition,
     load_mledojo_competition,
@@ -262,3 +265,171 @@ def test_mlebench_without_config_or_default_answers_names_the_missing_key(tmp_pa
     (directory / "prepared" / "private" / "test.csv").unlink()
     with pytest.raises(ConfigError, match=r"config\.yaml gives no dataset\.answers"):
         load_mlebench_competition(directory, metric="accuracy")
+
+
+def _wmrl_dir(root: Path) -> Path:
+    """A copy of a built-in suite competition (wmrl's own layout: competition.json, public/, private/)."""
+    from wmrl_envs.kaggle.suite import load_suite
+
+    source = Path(load_suite().get("concrete-strength", with_leaderboard=False).public_dir).parent
+    return Path(shutil.copytree(source, root / "concrete-strength"))
+
+
+def _split_registry(data: Path, registry: Path) -> Path:
+    """Move the MLE-bench registry files of ``data`` to ``registry/<id>/``, as a real install keeps them."""
+    entry = registry / data.name
+    entry.mkdir(parents=True)
+    for name in ("config.yaml", "leaderboard.csv"):
+        (data / name).rename(entry / name)
+    (data / "prepared" / "public" / "description.md").rename(entry / "description.md")
+    return entry
+
+
+def _load(layout: str, directory: Path) -> Competition:
+    return load_competition(directory, metric="auc") if layout == "mledojo" else load_competition(directory)
+
+
+_LAYOUTS: dict[str, tuple[Callable[[Path], Path], str, str, str]] = {
+    # layout: (builder, description, a public CSV, the hidden answers), paths under the competition dir
+    "mlebench": (
+        _mlebench_dir,
+        "prepared/public/description.md",
+        "prepared/public/train.csv",
+        "prepared/private/test.csv",
+    ),
+    "mledojo": (
+        _mledojo_dir,
+        "data/public/description.txt",
+        "data/public/cs-training.csv",
+        "data/private/test_answer.csv",
+    ),
+    "wmrl": (_wmrl_dir, "public/description.md", "public/train.csv", "private/answers.csv"),
+}
+
+
+def _host_files(root: Path) -> dict[str, Path]:
+    """Host files outside every competition directory, each holding a marker a leak would show."""
+    root.mkdir()
+    text = root / "secret.txt"
+    text.write_text("HOST-SECRET\n")
+    table = root / "secret.csv"
+    table.write_text("HOST_SECRET,value\n1,2\n")
+    return {"text": text, "table": table}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("role", ["description", "public CSV", "answers"])
+def test_a_symlink_leaving_the_competition_is_refused_naming_the_file(
+    tmp_path: Path, layout: str, role: str
+) -> None:
+    build, *relative = _LAYOUTS[layout]
+    directory = build(tmp_path / "data")
+    host = _host_files(tmp_path / "host")
+    file = directory / relative[["description", "public CSV", "answers"].index(role)]
+    if layout == "mlebench":  # the default answers path (a config.yaml path is checked by the test above)
+        (directory / "config.yaml").write_text("id: spaceship-titanic\ngrader:\n  name: accuracy\n")
+    file.unlink()
+    file.symlink_to(host["text"] if role == "description" else host["table"])
+    with pytest.raises(DataError, match="outside") as error:
+        _load(layout, directory)
+    assert str(file) in str(error.value) and "symlink" in str(error.value)
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+def test_symlinks_that_stay_inside_the_directory_still_work(tmp_path: Path, layout: str) -> None:
+    build, description, table, _ = _LAYOUTS[layout]
+    directory = build(tmp_path / "data")
+    expected = _load(layout, directory)
+    public = directory / Path(table).parent
+    (public / "raw").mkdir()
+    for name in (Path(description).name, Path(table).name):
+        (public / name).rename(public / "raw" / name)
+        (public / name).symlink_to(Path("raw") / name)
+    competition = _load(layout, directory)
+    assert competition.description == expected.description
+    assert competition.feature_columns == expected.feature_columns
+    files = competition.public_files()
+    assert files[Path(table).name] == (public / "raw" / Path(table).name).resolve(), (
+        "a symlink inside the public dir is mounted as the file it points at"
+    )
+
+
+def test_a_symlink_added_after_loading_reaches_neither_the_inventory_nor_the_sandbox(tmp_path: Path) -> None:
+    competition = load_competition(_mlebench_dir(tmp_path / "data"))
+    host = _host_files(tmp_path / "host")
+    (Path(competition.public_dir) / "extra.csv").symlink_to(host["table"])
+    for read in (competition.inventory, competition.public_files):
+        with pytest.raises(DataError, match="extra.csv"):
+            read()
+    with pytest.raises(DataError, match="extra.csv"):
+        describe_public_files(Path(competition.public_dir))
+
+
+def test_a_public_dir_symlinked_out_of_the_competition_is_refused(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path / "data")
+    public = directory / "prepared" / "public"
+    public.rename(tmp_path / "elsewhere")
+    public.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DataError, match="public dir"):
+        load_competition(directory)
+
+
+def test_a_separate_mlebench_registry_supplies_metric_description_and_leaderboard(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path / "data")
+    expected = load_competition(directory)
+    _split_registry(directory, tmp_path / "competitions")
+    with pytest.raises(ConfigError, match="--registry"):
+        load_competition(directory)
+    competition = load_competition(directory, registry=tmp_path / "competitions")
+    assert (competition.metric, competition.description) == (expected.metric, expected.description)
+    assert competition.leaderboard == expected.leaderboard
+    assert Path(competition.answers_path) == Path(expected.answers_path)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "leaderboard.csv", "description.md"])
+def test_a_registry_file_symlinked_out_of_its_folder_is_refused(tmp_path: Path, name: str) -> None:
+    directory = _mlebench_dir(tmp_path / "data")
+    entry = _split_registry(directory, tmp_path / "competitions")
+    host = _host_files(tmp_path / "host")
+    (entry / name).rename(host["text"].with_name(name))
+    (entry / name).symlink_to(host["text"].with_name(name))
+    with pytest.raises(DataError, match="registry file") as error:
+        load_competition(directory, registry=tmp_path / "competitions")
+    assert str(entry / name) in str(error.value)
+
+
+def test_an_mledojo_registry_is_read_from_its_info_folders(tmp_path: Path) -> None:
+    directory = _mledojo_dir(tmp_path / "data")
+    entry = tmp_path / "competitions" / directory.name
+    entry.mkdir(parents=True)
+    (directory / "info").rename(entry / "info")
+    competition = load_competition(directory, registry=tmp_path / "competitions", metric="auc")
+    assert competition.leaderboard is not None and competition.leaderboard.scores[0] == 0.86
+    with pytest.raises(ConfigError, match="metric="):
+        load_competition(directory, registry=tmp_path / "competitions")
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("registry entry", "looks like a registry folder"),
+        ("empty", r"prepared/public/ \(MLE-bench"),
+        ("missing", "no such directory"),
+    ],
+)
+def test_a_directory_of_no_layout_says_what_was_expected(tmp_path: Path, setup: str, message: str) -> None:
+    directory = tmp_path / "x"
+    if setup != "missing":
+        directory.mkdir()
+    if setup == "registry entry":
+        (directory / "config.yaml").write_text("id: x\n")
+    with pytest.raises(DataError, match=message):
+        load_competition(directory)
+
+
+def test_a_registry_without_the_competition_names_the_folder_it_expected(tmp_path: Path) -> None:
+    directory = _mlebench_dir(tmp_path / "data")
+    (tmp_path / "competitions").mkdir()
+    with pytest.raises(ConfigError, match="has no folder for 'spaceship-titanic'") as error:
+        load_competition(directory, registry=tmp_path / "competitions")
+    assert "config.yaml" in str(error.value)

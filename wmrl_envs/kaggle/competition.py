@@ -28,7 +28,8 @@ Layouts (what each loader assumes; all three keep hidden answers outside the pub
       <info_dir>/description.md                optional if the public dir holds one
       <info_dir>/leaderboard.csv               optional: a ``score`` column, best first
 
-  ``info_dir`` is MLE-bench's ``mlebench/competitions/<id>/`` folder and defaults to ``<id>/`` itself.
+  ``info_dir`` is MLE-bench's ``mlebench/competitions/<id>/`` folder (``registry=`` names its parent,
+  ``mlebench/competitions/``) and defaults to ``<id>/`` itself.
   As MLE-bench's registry does, the ``dataset`` paths are read relative to the data directory (the
   parent of ``<id>/``), so they start with the competition id; a path that resolves outside ``<id>/``
   is refused, so a hostile config cannot point the grader at another competition's or the host's
@@ -41,17 +42,26 @@ Layouts (what each loader assumes; all three keep hidden answers outside the pub
       <info_dir>/public_leaderboard.csv        optional: a ``Score`` column
       <info_dir>/private_leaderboard.csv       optional
 
-  ``info_dir`` is MLE-Dojo's ``mledojo/competitions/<competition>/info/`` and defaults to
-  ``<competition>/info/``. MLE-Dojo's metrics are Python classes, so the metric name must be given.
+  ``info_dir`` is MLE-Dojo's ``mledojo/competitions/<competition>/info/`` (``registry=`` names
+  ``mledojo/competitions/``) and defaults to ``<competition>/info/``. MLE-Dojo's metrics are Python
+  classes, so the metric name must be given.
 
 Both outside layouts carry one test set with no public/private marking; the loaders mark half of the
 rows Public by a hash of the id (stable across runs and machines), so the score shown to the agent
 and the reward still come from disjoint rows. Only single-target submissions (one id column and one
 prediction column) are supported.
+
+Symlinks: every file a loader opens is resolved and must stay inside the directory it belongs to: a
+public file (the description, a CSV, the data inventory) inside the public directory, the hidden answers
+inside the competition directory, a registry file (``config.yaml``, a description, a leaderboard) inside
+the competition's registry folder. A symlink that leaves it is refused with a :class:`DataError` naming
+the file: otherwise a host file's contents would reach the agent's observation, or the grader would
+read answers from anywhere. A symlink that stays inside works like the file it points at.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import re
@@ -64,17 +74,19 @@ import pandas as pd
 
 from wmrl_algos.errors import ConfigError, DataError
 from wmrl_envs.kaggle.leaderboard import Leaderboard, read_leaderboard_csv
-from wmrl_envs.kaggle.metrics import get_metric, metric_from_alias
+from wmrl_envs.kaggle.metrics import METRICS, get_metric, metric_from_alias
 from wmrl_envs.kaggle.outcome import KaggleContext, TaskType
 
 __all__ = [
     "COMPETITION_FORMAT",
     "Layout",
     "Competition",
+    "detect_layout",
     "load_competition",
     "load_wmrl_competition",
     "load_mlebench_competition",
     "load_mledojo_competition",
+    "registry_info_dir",
     "read_mlebench_config",
     "describe_public_files",
 ]
@@ -82,6 +94,39 @@ __all__ = [
 COMPETITION_FORMAT = "wmrl-competition/1"
 Layout = Literal["wmrl", "mlebench", "mledojo"]
 _USAGE = "Usage"
+
+
+def _contained(path: Path, root: Path, what: str) -> Path:
+    """``path`` resolved (symlinks followed), refused unless it stays inside ``root``.
+
+    Raises:
+        DataError: ``path`` resolves outside ``root`` (the message names the file and where it points).
+    """
+    resolved, boundary = Path(path).resolve(), Path(root).resolve()
+    if not resolved.is_relative_to(boundary):
+        raise DataError(
+            f"{what} {path} resolves to {resolved}, outside {boundary} (a symlink leaving the directory); "
+            "refusing to read it: copy the file into the directory instead of linking it"
+        )
+    return resolved
+
+
+def _public_listing(public_dir: Path) -> dict[str, Path]:
+    """Every regular file under ``public_dir``, ``name -> resolved host path``, in path order.
+
+    A symlink that stays inside ``public_dir`` lists as the file it points at; one that leaves it is
+    refused, so no host file can be shown to the agent or mounted in its sandbox.
+
+    Raises:
+        DataError: a file or directory under ``public_dir`` resolves outside it.
+    """
+    root = Path(public_dir)
+    listing: dict[str, Path] = {}
+    for path in sorted(root.rglob("*")):
+        resolved = _contained(path, root, "public file")
+        if resolved.is_file():
+            listing[path.relative_to(root).as_posix()] = resolved
+    return listing
 
 
 @dataclass(frozen=True)
@@ -155,19 +200,22 @@ class Competition:
             )
 
     def public_files(self) -> dict[str, Path]:
-        """Every regular file the agent sees, ``name under ./input/ -> host path`` (sorted, recursive)."""
-        root = Path(self.public_dir)
-        return {
-            path.relative_to(root).as_posix(): path
-            for path in sorted(root.rglob("*"))
-            if path.is_file() and not path.is_symlink()
-        }
+        """Every regular file the agent sees, ``name under ./input/ -> host path`` (sorted, recursive).
+
+        Raises:
+            DataError: a symlink under the public dir leads outside it (see the module docstring).
+        """
+        return _public_listing(Path(self.public_dir))
 
     def inventory(self) -> str:
-        """The data inventory text: every public file with its size, and for CSVs shape, dtypes, rows."""
-        inventory_file = Path(self.public_dir) / "data_inventory.md"
-        if inventory_file.is_file():
-            return inventory_file.read_text(encoding="utf-8")
+        """The data inventory text: every public file with its size, and for CSVs shape, dtypes, rows.
+
+        Raises:
+            DataError: a symlink under the public dir leads outside it.
+        """
+        listing = _public_listing(Path(self.public_dir))
+        if "data_inventory.md" in listing:
+            return listing["data_inventory.md"].read_text(encoding="utf-8")
         return describe_public_files(Path(self.public_dir))
 
     def load_answers(self) -> pd.DataFrame:
@@ -222,16 +270,20 @@ def _hash_usage(identifier: Any) -> str:
 
 
 def describe_public_files(public_dir: Path, rows: int = 3) -> str:
-    """Render the data inventory of a public directory (what ``ls`` and ``df.head()`` would show)."""
+    """Render the data inventory of a public directory (what ``ls`` and ``df.head()`` would show).
+
+    Raises:
+        DataError: a symlink under ``public_dir`` leads outside it.
+    """
+    listing = _public_listing(Path(public_dir))
     lines = ["# Data inventory", "", "Files under ./input/ (read-only):", ""]
-    for path in sorted(Path(public_dir).rglob("*")):
-        if not path.is_file() or path.name == "data_inventory.md":
+    for name, path in listing.items():
+        if Path(name).name != "data_inventory.md":
+            lines.append(f"- `{name}` ({path.stat().st_size:,} bytes)")
+    for name, path in listing.items():
+        if not name.endswith(".csv"):
             continue
-        name = path.relative_to(public_dir).as_posix()
-        lines.append(f"- `{name}` ({path.stat().st_size:,} bytes)")
-    for path in sorted(Path(public_dir).rglob("*.csv")):
         frame = pd.read_csv(path)
-        name = path.relative_to(public_dir).as_posix()
         lines += ["", f"## {name}: {frame.shape[0]} rows x {frame.shape[1]} columns", ""]
         lines.append("| column | dtype | missing | example |")
         lines.append("|---|---|---|---|")
@@ -249,10 +301,11 @@ def load_wmrl_competition(directory: Path) -> Competition:
     """Load a competition stored in wmrl's own layout (a ``competition.json`` next to public/private).
 
     Raises:
-        DataError: missing or malformed metadata.
+        DataError: missing or malformed metadata; a file that resolves outside its directory (the
+            metadata and the answers outside ``directory``, a public file outside ``public/``).
     """
     directory = Path(directory)
-    meta_path = directory / "competition.json"
+    meta_path = _contained(directory / "competition.json", directory, "competition metadata")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -260,12 +313,16 @@ def load_wmrl_competition(directory: Path) -> Competition:
     if meta.get("format") != COMPETITION_FORMAT:
         raise DataError(f"{meta_path} has format {meta.get('format')!r}; expected {COMPETITION_FORMAT!r}")
     public_dir = directory / "public"
+    _contained(public_dir, directory, "public dir")
+    description = _public_listing(public_dir).get("description.md")
+    if description is None:
+        raise DataError(f"{public_dir} has no description.md; regenerate the competition")
     return Competition(
         id=meta["id"],
         title=meta["title"],
-        description=(public_dir / "description.md").read_text(encoding="utf-8"),
+        description=description.read_text(encoding="utf-8"),
         public_dir=public_dir,
-        answers_path=directory / "private" / "answers.csv",
+        answers_path=_contained(directory / "private" / "answers.csv", directory, "hidden answers"),
         metric=meta["metric"],
         higher_is_better=bool(meta["higher_is_better"]),
         task_type=meta["task_type"],
@@ -345,10 +402,6 @@ def read_mlebench_config(path: Path) -> dict[str, str | dict[str, str | None] | 
     return config
 
 
-def _mlebench_config(path: Path) -> dict[str, str | dict[str, str | None] | None]:
-    return read_mlebench_config(path) if path.is_file() else {}
-
-
 def _config_section(
     config: dict[str, str | dict[str, str | None] | None], key: str, path: Path
 ) -> dict[str, str | None]:
@@ -386,17 +439,21 @@ def _mlebench_data_path(
     return resolved
 
 
-def _first_existing(*paths: Path) -> Path | None:
-    return next((path for path in paths if path.is_file()), None)
+def _info_file(info: Path, name: str) -> Path | None:
+    """``info/name`` resolved (kept inside ``info``), or ``None`` when there is no such file."""
+    resolved = _contained(info / name, info, "registry file")
+    return resolved if resolved.is_file() else None
 
 
-def _infer_columns(public_dir: Path, sample: Path | None = None) -> tuple[str, str, Path]:
-    sample = sample or public_dir / "sample_submission.csv"
-    if not sample.is_file():
-        candidates = sorted(public_dir.glob("*ample*ubmission*.csv"))
-        if not candidates:
+def _infer_columns(
+    csvs: dict[str, Path], public_dir: Path, sample: Path | None = None
+) -> tuple[str, str, Path]:
+    if sample is None:
+        names = ["sample_submission.csv"] if "sample_submission.csv" in csvs else []
+        names += sorted(n for n in csvs if "/" not in n and fnmatch.fnmatchcase(n, "*ample*ubmission*.csv"))
+        if not names:
             raise DataError(f"no sample submission in {public_dir}; the submission schema is unknown")
-        sample = candidates[0]
+        sample = csvs[names[0]]
     columns = list(pd.read_csv(sample, nrows=0).columns)
     if len(columns) != 2:
         raise DataError(
@@ -406,39 +463,39 @@ def _infer_columns(public_dir: Path, sample: Path | None = None) -> tuple[str, s
     return columns[0], columns[1], sample
 
 
-def _train_file(public_dir: Path, target: str, sample: Path) -> tuple[Path, str]:
-    """The training CSV and its target column.
+def _train_file(csvs: dict[str, Path], public_dir: Path, target: str, sample: Path) -> tuple[str, str]:
+    """The training CSV's name under the public dir and its target column.
 
     Either a CSV holds the submission's prediction column, or (MLE-Dojo renames it, e.g. a
     ``SeriousDlqin2yrs`` training target submitted as ``Probability``) a CSV has exactly one column
     more than another CSV (the test file): that column is the training target.
     """
     headers = {
-        path: list(pd.read_csv(path, nrows=0).columns)
-        for path in sorted(public_dir.rglob("*.csv"))
-        if path != sample
+        name: list(pd.read_csv(path, nrows=0).columns) for name, path in csvs.items() if path != sample
     }
-    for path, columns in headers.items():
+    for name, columns in headers.items():
         if target in columns:
-            return path, target
-    for path, columns in headers.items():
+            return name, target
+    for name, columns in headers.items():
         for other, other_columns in headers.items():
             extra = set(columns) - set(other_columns)
-            if other != path and set(other_columns) < set(columns) and len(extra) == 1:
-                return path, extra.pop()
+            if other != name and set(other_columns) < set(columns) and len(extra) == 1:
+                return name, extra.pop()
     raise DataError(
         f"no training CSV under {public_dir} has the target column {target!r}, and no CSV has exactly "
         "one column more than the test file"
     )
 
 
-def _test_file(public_dir: Path, id_column: str, train_target: str, exclude: tuple[Path, ...]) -> Path:
-    for path in sorted(public_dir.rglob("*.csv")):
+def _test_file(
+    csvs: dict[str, Path], public_dir: Path, id_column: str, train_target: str, exclude: tuple[Path, ...]
+) -> str:
+    for name, path in csvs.items():
         if path in exclude:
             continue
         columns = list(pd.read_csv(path, nrows=0).columns)
         if id_column in columns and train_target not in columns:
-            return path
+            return name
     raise DataError(f"no test CSV under {public_dir} has the id column {id_column!r} without the target")
 
 
@@ -461,11 +518,12 @@ def _infer_task(metric_kind: str, answers: pd.Series) -> TaskType:
 
 def _outside_competition(
     *,
-    competition_id: str,
+    directory: Path,
     public_dir: Path,
     answers_path: Path,
     sample_path: Path | None = None,
-    description_path: Path | None,
+    public_descriptions: tuple[str, ...],
+    info_description: Path | None,
     metric_name: str,
     higher_is_better: bool | None,
     task_type: TaskType | None,
@@ -473,18 +531,28 @@ def _outside_competition(
     public_leaderboard: Leaderboard | None,
     layout: Layout,
 ) -> Competition:
+    """A competition of an outside layout; ``public_descriptions`` are tried (by name under the public
+    dir) before ``info_description``, every path checked as the module docstring says."""
+    competition_id = directory.name
+    _contained(public_dir, directory, "public dir")
     if not public_dir.is_dir():
         raise DataError(f"public dir {public_dir} not found; is the competition prepared?")
+    answers_path = _contained(answers_path, directory, "hidden answers")
     metric = metric_from_alias(metric_name)
-    id_column, target, sample = _infer_columns(public_dir, sample_path)
-    train_path, train_target = _train_file(public_dir, target, sample)
-    test_path = _test_file(public_dir, id_column, train_target, (sample, train_path))
-    train = pd.read_csv(train_path)
+    listing = _public_listing(public_dir)
+    csvs = {name: path for name, path in listing.items() if name.endswith(".csv")}
+    id_column, target, sample = _infer_columns(csvs, public_dir, sample_path)
+    train_name, train_target = _train_file(csvs, public_dir, target, sample)
+    test_name = _test_file(csvs, public_dir, id_column, train_target, (sample, csvs[train_name]))
+    train = pd.read_csv(csvs[train_name])
     features = tuple(column for column in train.columns if column not in (id_column, train_target))
     answers = _load_answers(answers_path, id_column, target)
     direction = metric.higher_is_better if higher_is_better is None else higher_is_better
     resolved_task = task_type or _infer_task(metric.kind, answers[target])
     labels = tuple(sorted(answers[target].astype(str).unique())) if metric.kind == "label" else ()
+    description_path = next(
+        (listing[name] for name in public_descriptions if name in listing), info_description
+    )
     description = description_path.read_text(encoding="utf-8") if description_path else ""
     if leaderboard is not None and leaderboard.higher_is_better != direction:
         leaderboard = Leaderboard(leaderboard.scores, direction, leaderboard.names)
@@ -505,8 +573,8 @@ def _outside_competition(
         text_columns=_text_columns(train, features),
         labels=labels,
         train_target=None if train_target == target else train_target,
-        train_file=train_path.relative_to(public_dir).as_posix(),
-        test_file=test_path.relative_to(public_dir).as_posix(),
+        train_file=train_name,
+        test_file=test_name,
         layout=layout,
         leaderboard=leaderboard,
         public_leaderboard=public_leaderboard or leaderboard,
@@ -539,18 +607,22 @@ def load_mlebench_competition(
         ConfigError: no metric given or found, or the metric is unknown; ``config.yaml`` is unreadable,
             or a ``dataset`` path is absolute, leaves the competition directory or names a missing
             file; no answers are found (the message names the file and the key).
-        DataError: the layout is incomplete.
+        DataError: the layout is incomplete; a file resolves outside its directory (see the module
+            docstring).
     """
     directory = Path(directory)
     info = Path(info_dir) if info_dir is not None else directory
     public_dir = directory / "prepared" / "public"
     config_path = info / "config.yaml"
-    config = _mlebench_config(config_path)
+    config_file = _info_file(info, "config.yaml")
+    config = read_mlebench_config(config_file) if config_file is not None else {}
     metric_name = metric or _config_section(config, "grader", config_path).get("name")
     if metric_name is None:
+        state = "names no 'grader: name: <metric>'" if config_file is not None else "does not exist"
         raise ConfigError(
-            f"no metric for {directory.name!r}: pass metric=... or provide {config_path} with "
-            "'grader: name: <metric>'"
+            f"no metric for {directory.name!r}: {config_path} {state}; point info_dir (wmrl eval: "
+            f"--registry) at MLE-bench's registry, whose competitions/{directory.name}/config.yaml names "
+            "the grader, or pass metric= (wmrl eval: --metric NAME)"
         )
     dataset = _config_section(config, "dataset", config_path)
     answers_path, sample_path = (
@@ -565,16 +637,17 @@ def load_mlebench_competition(
                 f"default {answers_path} does not exist; add 'dataset: answers: {directory.name}/...' to "
                 "the config or re-run `mlebench prepare`"
             )
-    board_path = info / "leaderboard.csv"
-    leaderboard = read_leaderboard_csv(board_path, higher_is_better) if board_path.is_file() else None
+    board_path = _info_file(info, "leaderboard.csv")
+    leaderboard = read_leaderboard_csv(board_path, higher_is_better) if board_path is not None else None
     if higher_is_better is None and leaderboard is not None:
         higher_is_better = leaderboard.higher_is_better
     return _outside_competition(
-        competition_id=directory.name,
+        directory=directory,
         public_dir=public_dir,
         answers_path=answers_path,
         sample_path=sample_path,
-        description_path=_first_existing(public_dir / "description.md", info / "description.md"),
+        public_descriptions=("description.md",),
+        info_description=_info_file(info, "description.md"),
         metric_name=metric_name,
         higher_is_better=higher_is_better,
         task_type=task_type,
@@ -604,22 +677,23 @@ def load_mledojo_competition(
 
     Raises:
         ConfigError: unknown metric.
-        DataError: the layout is incomplete.
+        DataError: the layout is incomplete; a file resolves outside its directory (see the module
+            docstring).
     """
     directory = Path(directory)
-    info = Path(info_dir) if info_dir is not None else directory / "info"
+    info = Path(info_dir) if info_dir is not None else _contained(directory / "info", directory, "info dir")
     public_dir = directory / "data" / "public"
     direction = metric_from_alias(metric).higher_is_better if higher_is_better is None else higher_is_better
-    private_path, public_path = info / "private_leaderboard.csv", info / "public_leaderboard.csv"
-    private_board = read_leaderboard_csv(private_path, direction) if private_path.is_file() else None
-    public_board = read_leaderboard_csv(public_path, direction) if public_path.is_file() else None
+    private_path = _info_file(info, "private_leaderboard.csv")
+    public_path = _info_file(info, "public_leaderboard.csv")
+    private_board = read_leaderboard_csv(private_path, direction) if private_path is not None else None
+    public_board = read_leaderboard_csv(public_path, direction) if public_path is not None else None
     return _outside_competition(
-        competition_id=directory.name,
+        directory=directory,
         public_dir=public_dir,
         answers_path=directory / "data" / "private" / "test_answer.csv",
-        description_path=_first_existing(
-            public_dir / "description.txt", public_dir / "description.md", info / "description.txt"
-        ),
+        public_descriptions=("description.txt", "description.md"),
+        info_description=_info_file(info, "description.txt"),
         metric_name=metric,
         higher_is_better=direction,
         task_type=task_type,
@@ -629,24 +703,106 @@ def load_mledojo_competition(
     )
 
 
-def load_competition(directory: Path, **kwargs: Any) -> Competition:
+_REGISTRY_FILES: dict[Layout, str] = {
+    "mlebench": "config.yaml, description.md, leaderboard.csv (MLE-bench's mlebench/competitions/<id>/)",
+    "mledojo": "description.txt, public_leaderboard.csv, private_leaderboard.csv (MLE-Dojo's "
+    "mledojo/competitions/<competition>/info/)",
+}
+
+
+def detect_layout(directory: Path) -> Layout | None:
+    """The layout of a competition directory, from its contents; ``None`` when it matches none."""
+    directory = Path(directory)
+    if (directory / "competition.json").is_file():
+        return "wmrl"
+    if (directory / "prepared" / "public").is_dir():
+        return "mlebench"
+    if (directory / "data" / "public").is_dir():
+        return "mledojo"
+    return None
+
+
+def registry_info_dir(registry: Path, competition_id: str, layout: Layout) -> Path:
+    """The registry folder of one competition: ``registry/<id>/`` (MLE-bench) or ``registry/<id>/info/``
+    (MLE-Dojo), resolved.
+
+    Args:
+        registry: MLE-bench's ``mlebench/competitions/`` or MLE-Dojo's ``mledojo/competitions/``.
+        competition_id: the competition's id (its data directory's name).
+        layout: ``"mlebench"`` or ``"mledojo"``.
+
+    Raises:
+        ConfigError: ``layout`` has no registry (wmrl's), or the registry has no folder for the id (the
+            message names the folder and the files expected there).
+        DataError: the folder resolves outside ``registry``.
+
+    Example:
+        >>> import tempfile
+        >>> registry = Path(tempfile.mkdtemp())
+        >>> (registry / "spaceship-titanic").mkdir()
+        >>> registry_info_dir(registry, "spaceship-titanic", "mlebench").name
+        'spaceship-titanic'
+    """
+    if layout not in _REGISTRY_FILES:
+        raise ConfigError(
+            f"layout {layout!r} has no registry: a wmrl competition keeps its metadata in competition.json"
+        )
+    entry = Path(registry) / competition_id
+    info = entry if layout == "mlebench" else entry / "info"
+    if not info.is_dir():
+        raise ConfigError(
+            f"the registry {registry} has no folder for {competition_id!r}: expected {info}/ with "
+            f"{_REGISTRY_FILES[layout]}; pass the folder that holds one such folder per competition"
+        )
+    return _contained(info, Path(registry), "registry folder")
+
+
+def _not_a_competition(directory: Path) -> str:
+    expected = (
+        "expected competition.json (wmrl), prepared/public/ (MLE-bench's data dir <data>/<id>) or "
+        "data/public/ (MLE-Dojo's prepared dir)"
+    )
+    if not directory.is_dir():
+        return f"{directory} is not a competition: no such directory ({expected})"
+    if (directory / "config.yaml").is_file() or (directory / "info").is_dir():
+        return (
+            f"{directory} is not a competition but looks like a registry folder (MLE-bench's "
+            "mlebench/competitions/<id>/ or MLE-Dojo's mledojo/competitions/<id>/): pass the prepared data "
+            f"directory as the competition and this folder's parent {directory.parent} as the registry "
+            "(registry=, wmrl eval: --registry)"
+        )
+    return f"{directory} is not a competition: {expected}"
+
+
+def load_competition(directory: Path, *, registry: Path | None = None, **kwargs: Any) -> Competition:
     """Load a competition from any supported layout, detected from the directory's contents.
 
     Args:
         directory: a wmrl, MLE-bench or MLE-Dojo competition directory.
+        registry: MLE-bench's ``mlebench/competitions/`` or MLE-Dojo's ``mledojo/competitions/``, where
+            the competition's registry folder (config, description, leaderboards) lives apart from the
+            prepared data; sets the loader's ``info_dir`` (:func:`registry_info_dir`). wmrl's layout
+            carries its own metadata and ignores it (and ``kwargs``).
         **kwargs: passed to the layout's loader (``metric=`` is required for MLE-Dojo).
 
     Raises:
-        DataError: the directory matches no known layout.
+        DataError: the directory matches no known layout (the message says what was expected, and
+            what to do when it is a registry folder instead of the data).
+        ConfigError: an MLE-Dojo competition without ``metric=``; the registry has no folder for it.
     """
     directory = Path(directory)
-    if (directory / "competition.json").is_file():
+    layout = detect_layout(directory)
+    if layout is None:
+        raise DataError(_not_a_competition(directory))
+    if layout == "wmrl":
         return load_wmrl_competition(directory)
-    if (directory / "prepared" / "public").is_dir():
+    if registry is not None:
+        kwargs["info_dir"] = registry_info_dir(registry, directory.name, layout)
+    if layout == "mlebench":
         return load_mlebench_competition(directory, **kwargs)
-    if (directory / "data" / "public").is_dir():
-        return load_mledojo_competition(directory, **kwargs)
-    raise DataError(
-        f"{directory} is not a competition: expected competition.json (wmrl), prepared/public "
-        "(MLE-bench) or data/public (MLE-Dojo)"
-    )
+    if kwargs.get("metric") is None:
+        raise ConfigError(
+            f"{directory} is an MLE-Dojo competition, whose metric is code (utils/metric.py), not a name: "
+            f"pass metric= (wmrl eval: --metric NAME), one of {sorted(METRICS)}"
+        )
+    return load_mledojo_competition(directory, **kwargs)
