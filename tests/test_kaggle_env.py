@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 from wmrl_algos.errors import ConfigError, SandboxError
 from wmrl_envs.kaggle.competition import Competition
-from wmrl_envs.kaggle.env import KaggleEnv, KaggleEnvConfig, extract_code
+from wmrl_envs.kaggle.env import MAX_TEXT_LENGTH, KaggleEnv, KaggleEnvConfig, extract_code, parse_action
 from wmrl_envs.kaggle.feedback import format_feedback, parse_feedback
 from wmrl_envs.kaggle.leaderboard import Leaderboard
 from wmrl_envs.kaggle.outcome import Outcome, RewardLadder
@@ -88,6 +88,60 @@ def test_extract_code_prefers_the_python_fence() -> None:
     assert extract_code("I would train a gradient boosting model.") is None
     assert extract_code("") is None
     assert extract_code("```python\n\n```") is None
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "lone-cr"])
+def test_extract_code_reads_windows_and_old_mac_line_endings(newline: str) -> None:
+    message = newline.join(["Here:", "```python", "import os", "print(os.getcwd())", "```", "Done."])
+    assert extract_code(message) == "import os\nprint(os.getcwd())\n"
+    assert extract_code(newline.join(["import os", "x = 1", ""])) == "import os\nx = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ("~~~python\nx = 1\n~~~\n", "x = 1\n"),
+        ("~~~ Python3 {.numberLines}\nx = 1\n~~~", "x = 1\n"),
+        ("~~~~py\nx = '~~~'\n~~~\ny = 2\n~~~~~\nafter", "x = '~~~'\n~~~\ny = 2\n"),
+        ("~~~python\nx = 1\n```\ny = 2\n~~~", "x = 1\n```\ny = 2\n"),
+        ("```python\nx = 1\n~~~\ny = 2\n```", "x = 1\n~~~\ny = 2\n"),
+        ("~~~text\nnot code\n~~~\n~~~\nx = 1\n~~~", "x = 1\n"),
+        ("   ~~~python\nx = 1\n   ~~~   \n", "x = 1\n"),
+    ],
+    ids=["python", "info-string", "longer-run-closes-only-on-as-many", "backticks-inside-tildes",
+         "tildes-inside-backticks", "unlabelled-after-text", "indented"],
+)
+def test_tilde_fences_follow_commonmark(message: str, code: str) -> None:
+    assert extract_code(message) == code
+
+
+@pytest.mark.parametrize(
+    ("action", "detail"),
+    [
+        ("```python\nx = '\ud800'\n```", "U+D800 at character 15"),
+        ("x = 1  # \udfff", "U+DFFF"),
+        ("prose \udc80 then\n```python\nx = 1\n```", "not valid Unicode"),
+        (b"print(1)", "a bytes, not text"),
+        ("x" * (MAX_TEXT_LENGTH + 1) + "\ud800", f"{MAX_TEXT_LENGTH:,}"),
+    ],
+    ids=["surrogate-in-code", "low-surrogate", "surrogate-in-prose", "bytes", "too-long-is-decided-first"],
+)
+def test_parse_action_turns_hostile_text_into_a_malformed_outcome_not_an_exception(
+    action: object, detail: str
+) -> None:
+    outcome = parse_action(action)
+    assert isinstance(outcome, Outcome) and outcome.status == "malformed" and detail in outcome.detail
+
+
+def test_a_lone_surrogate_is_malformed_before_the_sandbox_and_the_history_stays_encodable(
+    concrete: Competition,
+) -> None:
+    env = KaggleEnv(concrete, sandbox=RefusingSandbox(), max_turns=2)
+    env.reset(seed=0)
+    observation, reward, _, _, info = env.step("```python\nx = '\ud800'\n```")
+    assert info["status"] == "malformed" and "not valid Unicode" in info["detail"] and reward == 0.0
+    context = env.world_model_context()
+    json.dumps([observation, *context.history, *context.previous_solutions], ensure_ascii=False).encode()
 
 
 def test_reward_ladder_per_status(concrete: Competition, sandbox: UnsafeSandbox) -> None:

@@ -99,6 +99,46 @@ def test_a_long_line_of_backticks_is_parsed_in_linear_time(env: KaggleEnv) -> No
     assert info["status"] == "malformed" and reward == 0.0
 
 
+@pytest.mark.parametrize("action", ["~~~" * 43_690, "~~~\n" * 32_768], ids=["one-line", "fence-lines"])
+def test_128_kb_of_tildes_is_parsed_in_linear_time(env: KaggleEnv, action: str) -> None:
+    started = time.perf_counter()
+    assert extract_code(action) is None
+    assert time.perf_counter() - started < 1.0
+    _, reward, _, _, info = env.step(action)
+    assert info["status"] == "malformed" and reward == 0.0
+
+
+_COPY_LINES = ["import shutil", "shutil.copy('input/sample_submission.csv', 'submission.csv')"]
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "\r\n".join(["Here:", "```python", *_COPY_LINES, "```", "Done.", ""]),
+        "\r".join(["Here:", "```python", *_COPY_LINES, "```", "Done."]),
+        "\r\n".join(_COPY_LINES),
+        "\n".join(["Here:", "~~~python", *_COPY_LINES, "~~~", "Done."]),
+        "\r\n".join(["~~~~", "note = '~~~'", *_COPY_LINES, "~~~~"]),
+    ],
+    ids=["crlf", "lone-cr", "crlf-bare-code", "tilde-fence", "crlf-tilde-fence"],
+)
+def test_a_solution_in_any_line_ending_or_fence_style_runs(env: KaggleEnv, action: str) -> None:
+    """LLM servers and Windows clients send ``\\r\\n``; a fence that kept its ``\\r`` graded
+    ``syntax_error`` (``\\r`` alone: ``malformed``), and ``~~~`` fences were not recognised."""
+    _, reward, _, _, info = env.step(action)
+    assert info["status"] == "valid" and reward > 0, info["detail"]
+
+
+def test_a_lone_surrogate_in_the_code_is_malformed_not_an_exception(env: KaggleEnv) -> None:
+    """An LLM server's JSON can carry ``\\ud800``; it raised ``UnicodeEncodeError`` out of ``step``."""
+    counting = env.sandbox
+    assert isinstance(counting, _CountingSandbox)
+    observation, reward, _, _, info = env.step("```python\nx = '\ud800'\n" + "\n".join(_COPY_LINES) + "\n```")
+    assert info["status"] == "malformed" and "not valid Unicode" in info["detail"] and reward == 0.0
+    assert not counting.outputs, "nothing may run"
+    observation.encode()
+
+
 @pytest.mark.parametrize("size", [MAX_TEXT_LENGTH + 1, 2 * 1024 * 1024])
 def test_an_action_longer_than_the_limit_is_malformed_unparsed(env: KaggleEnv, size: int) -> None:
     action = "```python\nx = [" + "1," * (size // 2) + "]\n```"

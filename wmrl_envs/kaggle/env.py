@@ -32,10 +32,12 @@ unknown outcome (the sandbox infrastructure failed) gives a NaN reward, ``info["
 True``, and leaves the best value unchanged: it is never read as 0.
 
 Agent output is hostile too (``docs/threat-model.md``): any text is an action (:class:`SolutionText`),
-one longer than :data:`MAX_TEXT_LENGTH` is ``malformed`` without being parsed, fences are found in
-linear time, the trainer never compiles the solution (the sandbox reports syntax errors), the
-submission is graded with bounded work (:mod:`~wmrl_envs.kaggle.grading`), and its copy is deleted
-once graded.
+and :func:`parse_action` is the one judge of it (``step``, ``execute`` and every subclass go through
+it): one longer than :data:`MAX_TEXT_LENGTH` is ``malformed`` without being parsed, so is one that is
+not valid Unicode (a lone surrogate, which an LLM server's JSON can carry), line endings are
+normalised, fences are found in linear time, the trainer never compiles the solution (the sandbox
+reports syntax errors), the submission is graded with bounded work (:mod:`~wmrl_envs.kaggle.grading`),
+and its copy is deleted once graded.
 
 ``info`` (for the trainer, never shown to the agent) holds ``status``, ``score`` (private),
 ``public_score``, ``position``, ``medal``, ``above_median``, ``ladder_value``, ``best_ladder_value``,
@@ -73,6 +75,8 @@ __all__ = [
     "RewardScheme",
     "SolutionText",
     "extract_code",
+    "normalise_line_endings",
+    "parse_action",
 ]
 
 RewardScheme = Literal["per_execution", "best_improvement"]
@@ -82,7 +86,14 @@ CHARSET: str = string.printable + "".join(chr(code) for code in range(0xA0, 0x18
 """Characters of observations and actions: printable ASCII with newlines and tabs, plus Latin-1 and
 Latin Extended-A. Anything else in a log or an inventory is replaced by ``?``."""
 MAX_TEXT_LENGTH = 200_000
-_FENCE_OPEN = re.compile(r" {0,3}(?P<ticks>`{3,})[ \t]*(?P<lang>[^`\s]*)[^`]*")
+_FENCE_OPEN = re.compile(
+    r" {0,3}(?:(?P<ticks>`{3,}+)[ \t]*+(?P<lang>[^`\s]*+)[^`]*+"
+    r"|(?P<tildes>~{3,}+)[ \t]*+(?P<tilde_lang>\S*+).*+)"
+)
+"""An opening fence line (CommonMark): backticks with an info string free of backticks, or tildes with
+any info string; the first word of the info string is the language."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone UTF-16 surrogate: a ``str`` can hold one, UTF-8 cannot encode it."""
 _CODE_LINE = re.compile(
     r"import[ \t]++\w|from[ \t]++[\w.]++[ \t]++import[ \t]|def[ \t]++\w++[ \t]*+\(|class[ \t]++\w|"
     r"(?:for|while|if|with)[ \t][^\n]*+(?<=:)|print\(|"
@@ -114,32 +125,48 @@ class SolutionText(spaces.Text):
 _UNISOLATED_BACKENDS = frozenset({"unsafe"})
 
 
+def normalise_line_endings(text: str) -> str:
+    """``text`` with Windows (``\\r\\n``) and old Mac (lone ``\\r``) line endings turned into ``\\n``.
+
+    Why: LLM servers and Windows clients send both, and a fence line that keeps its ``\\r`` never
+    closes its block. Linear time.
+
+    >>> normalise_line_endings("a\\r\\nb\\rc\\n")
+    'a\\nb\\nc\\n'
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _fenced_blocks(message: str) -> list[tuple[str, str]]:
     """``(info word, body)`` of every fenced code block, by CommonMark's rules, in one pass over the lines.
 
-    A fence opens on a line that starts (after at most three spaces) with three or more backticks and
-    closes only on a line holding nothing but at least as many backticks (and spaces): a ```` ``` ````
-    inside a string or after code on the same line never cuts a block. An unclosed block runs to the
-    end of the message. Linear in the message length, whatever the message.
+    A fence opens on a line that starts (after at most three spaces) with three or more backticks or
+    tildes, and closes only on a line holding nothing but at least as many of the same character (and
+    spaces): a ```` ``` ```` inside a string, after code on the same line, or inside a ``~~~`` block
+    never cuts a block. An unclosed block runs to the end of the message. Lines end at ``\\n`` only
+    (:func:`extract_code` normalises the others first). Linear in the message length, whatever the
+    message.
     """
     blocks: list[tuple[str, str]] = []
-    open_ticks = 0
+    fence = ""
     lang = ""
     body: list[str] = []
     for line in message.split("\n"):
-        if open_ticks:
+        if fence:
             stripped = line.strip(" \t")
             indent = len(line) - len(line.lstrip(" "))
-            if indent <= 3 and len(stripped) >= open_ticks and not stripped.strip("`"):
+            if indent <= 3 and len(stripped) >= len(fence) and not stripped.strip(fence[0]):
                 blocks.append((lang, "".join(body)))
-                open_ticks, body = 0, []
+                fence, body = "", []
             else:
                 body.append(line + "\n")
             continue
         opening = _FENCE_OPEN.fullmatch(line)
         if opening is not None:
-            open_ticks, lang, body = len(opening.group("ticks")), opening.group("lang").lower(), []
-    if open_ticks:
+            fence = opening.group("ticks") or opening.group("tildes")
+            lang = (opening.group("lang") or opening.group("tilde_lang") or "").lower()
+            body = []
+    if fence:
         text = "".join(body)
         blocks.append((lang, text[:-1] if text.endswith("\n") and not message.endswith("\n") else text))
     return blocks
@@ -148,17 +175,20 @@ def _fenced_blocks(message: str) -> list[tuple[str, str]]:
 def extract_code(message: str) -> str | None:
     """The Python solution in an agent's message, or ``None`` when it holds no code.
 
-    The first ```` ```python ```` (or ``py``/``python3``) fenced block wins; else the first unlabelled
+    Line endings are normalised first (:func:`normalise_line_endings`). The first ```` ```python ````
+    (or ``py``/``python3``; or the same after ``~~~``) fenced block wins; else the first unlabelled
     fenced block; else, with no fence at all, the whole message if one of its lines looks like Python
     (an import, a def, an assignment, a ``print(``...). Prose alone is not code. Fences follow
     CommonMark (see :func:`_fenced_blocks`); nothing is compiled here: the sandbox reports syntax
-    errors, so hostile source never reaches the trainer's compiler. Linear time in the message.
+    errors, so hostile source never reaches the trainer's compiler. Linear time in the message. It
+    checks neither length nor encoding: :func:`parse_action` does, before calling it.
 
-    >>> extract_code("Here:\\n```python\\nprint(1)\\n```\\nDone.")
+    >>> extract_code("Here:\\r\\n~~~python\\r\\nprint(1)\\r\\n~~~\\r\\nDone.")
     'print(1)\\n'
     >>> extract_code("import pandas as pd") is not None, extract_code("I would use a random forest.")
     (True, None)
     """
+    message = normalise_line_endings(message)
     fences = _fenced_blocks(message)
     for wanted in (("python", "py", "python3"), ("",)):
         for lang, body in fences:
@@ -173,8 +203,30 @@ def extract_code(message: str) -> str | None:
     return text + "\n" if looks_like_code else None
 
 
-def _solution_of(action: object) -> str | Outcome:
-    """The solution to run, or the ``malformed`` outcome that replaces running it."""
+def parse_action(action: object) -> str | Outcome:
+    """The solution to run for ``action``, or the ``malformed`` outcome that replaces running it.
+
+    The one judge of an action: :meth:`KaggleEnv.step`, :meth:`KaggleEnv.execute` and
+    :meth:`KaggleEnv.apply_prediction` all call it, and a subclass (the trainer's execution cache)
+    receives only what it returns, so no two paths can disagree on an action. In order, each check
+    cheaper than the next and none of them raising: not text; longer than :data:`MAX_TEXT_LENGTH`
+    (decided before anything reads the text); not valid Unicode (a lone surrogate, which UTF-8, and so
+    the sandbox, cannot encode); no Python solution in it (:func:`extract_code`). The solution
+    returned is exactly the code the sandbox runs, with ``\\n`` line endings.
+
+    Args:
+        action: what the policy sent: any object; only a ``str`` can hold a solution.
+
+    Returns:
+        The solution source, or an :class:`Outcome` with status ``malformed`` and a detail that says
+        what is wrong and what to send instead.
+
+    Example:
+        >>> parse_action("```python\\r\\nprint(1)\\r\\n```")
+        'print(1)\\n'
+        >>> parse_action("x = '\\ud800'").detail
+        'the action is not valid Unicode: a lone surrogate U+D800 at character 5; send UTF-8 text'
+    """
     if not isinstance(action, str):
         return Outcome(status="malformed", detail=f"the action is a {type(action).__name__}, not text")
     if len(action) > MAX_TEXT_LENGTH:
@@ -183,6 +235,13 @@ def _solution_of(action: object) -> str | Outcome:
             detail=f"the action is {len(action):,} characters; the env runs at most "
             f"{MAX_TEXT_LENGTH:,}: send one shorter solution",
         )
+    surrogate = _SURROGATE.search(action)
+    if surrogate is not None:
+        return Outcome(
+            status="malformed",
+            detail=f"the action is not valid Unicode: a lone surrogate U+{ord(surrogate.group()):04X} at "
+            f"character {surrogate.start():,}; send UTF-8 text",
+        )
     code = extract_code(action)
     if code is None:
         return Outcome(
@@ -190,6 +249,14 @@ def _solution_of(action: object) -> str | Outcome:
             detail="no Python solution found in the message; put it in a ```python fenced block",
         )
     return code
+
+
+def _recorded_text(action: object) -> str:
+    """What the history keeps of a malformed action: text only, at most :data:`MAX_TEXT_LENGTH`
+    characters, lone surrogates as ``?`` (world models and logs must be able to encode it)."""
+    if not isinstance(action, str):
+        return ""
+    return _SURROGATE.sub("?", action[:MAX_TEXT_LENGTH])
 
 
 def _clean(text: str) -> str:
@@ -407,12 +474,32 @@ class KaggleEnv(gym.Env[str, str]):
         return self.competition
 
     def execute(self, action: str) -> Outcome:
-        """Run one action for real and grade it, without touching the episode's state."""
+        """Run one action for real and grade it, without touching the episode's state.
+
+        The action is judged by :func:`parse_action` (a ``malformed`` one runs nothing); its solution
+        goes to :meth:`execute_solution`.
+        """
         prepared = self._prepared
-        code = prepared[1] if prepared is not None and prepared[0] is action else _solution_of(action)
-        competition = self._require_episode()
+        code = prepared[1] if prepared is not None and prepared[0] is action else parse_action(action)
+        self._require_episode()
         if isinstance(code, Outcome):
             return code
+        return self.execute_solution(code)
+
+    def execute_solution(self, code: str) -> Outcome:
+        """Run a solution that :func:`parse_action` returned in the sandbox, and grade it.
+
+        The hook for subclasses that change how a solution is run (the trainer's execution cache): it
+        only ever receives validated code, so an override cannot bypass the checks on the action.
+
+        Args:
+            code: the solution source, exactly as :func:`parse_action` returned it.
+
+        Returns:
+            The graded outcome; ``sandbox_error`` (unknown) when the sandbox or the competition's own
+            files failed.
+        """
+        competition = self._require_episode()
         request = ExecutionRequest(
             code=code,
             inputs=competition.public_files(),
@@ -438,20 +525,21 @@ class KaggleEnv(gym.Env[str, str]):
 
         The reward follows ``config.reward``: by default (``"per_execution"``) it is this execution's
         ladder value, ``RewardLadder.reward(status, position)``; with ``"best_improvement"`` it is the
-        improvement of the episode's best ladder value. An action longer than
-        :data:`MAX_TEXT_LENGTH`, or one with no solution in it, is ``malformed`` (nothing runs).
+        improvement of the episode's best ladder value. An action that :func:`parse_action` rejects
+        (not text, longer than :data:`MAX_TEXT_LENGTH`, not valid Unicode, no solution in it) is
+        ``malformed`` and runs nothing.
 
         Returns:
             ``(observation, reward, terminated, truncated, info)``; see the module docstring for ``info``.
         """
         self._require_episode()
-        code = _solution_of(action)
+        code = parse_action(action)
         self._prepared = (action, code)  # execute() reuses it: the action is parsed once per step
         try:
             outcome = self.execute(action)
         finally:
             self._prepared = None
-        solution = action[:MAX_TEXT_LENGTH] if isinstance(code, Outcome) else code
+        solution = _recorded_text(action) if isinstance(code, Outcome) else code
         return self._advance(solution, outcome, simulated=False)
 
     def _ladder_value(self, outcome: Outcome) -> float | None:
@@ -546,8 +634,8 @@ class KaggleEnv(gym.Env[str, str]):
         observation = prediction.observation if isinstance(prediction.observation, str) else None
         if outcome is None and observation is not None:
             outcome = parse_feedback(observation)
-        solution = _solution_of(action)
-        code = action[:MAX_TEXT_LENGTH] if isinstance(solution, Outcome) else solution
+        solution = parse_action(action)
+        code = _recorded_text(action) if isinstance(solution, Outcome) else solution
         end = bool(prediction.terminated)
         if outcome is not None:
             own = prediction.reward
