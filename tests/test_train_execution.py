@@ -1,14 +1,33 @@
-"""Tests of wmrl_adapters.train.execution: the execution cache charges hits at cost; real runs are counted."""
+"""Tests of wmrl_adapters.train.execution: the execution cache charges hits at cost; real runs are counted.
+
+The cache must never change a grade: it keys on the competition's content, it sees only actions the
+env accepts, and it replays only definite outcomes (real bubblewrap sandbox, built-in suite).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
 import pytest
 from wmrl_adapters.train.design_policy import design_action
 from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
 
+from wmrl_algos.errors import SandboxError
+from wmrl_envs.kaggle.competition import Competition, load_mlebench_competition
 from wmrl_envs.kaggle.design import Design
+from wmrl_envs.kaggle.env import MAX_TEXT_LENGTH, KaggleEnv
 from wmrl_envs.kaggle.outcome import Outcome
 from wmrl_envs.kaggle.suite import load_suite
+from wmrl_envs.sandbox import BubblewrapSandbox, ExecutionRequest, ExecutionResult, Sandbox
+
+COPY_LINES = ("import shutil", "shutil.copy('input/sample_submission.csv', 'submission.csv')")
+COPY_SAMPLE = "```python\n" + "\n".join(COPY_LINES) + "\n```"
 
 
 def test_a_cache_hit_is_charged_at_the_original_cost_but_not_spent():
@@ -24,10 +43,11 @@ def test_a_cache_hit_is_charged_at_the_original_cost_but_not_spent():
     }
 
 
-def test_a_sandbox_failure_is_never_cached():
+@pytest.mark.parametrize("status", ["sandbox_error", "timeout"])
+def test_a_sandbox_failure_or_a_timeout_is_never_cached(status: str):
     cache = ExecutionCache()
     key = ExecutionCache.key("titanic-survival", "print(1)", ("local", 60.0))
-    cache.put(key, Outcome(status="sandbox_error"), cpu_s=0.1)
+    cache.put(key, Outcome(status=status), cpu_s=0.1)
     assert cache.get(key) is None
     cache.put(key, Outcome(status="runtime_error"), cpu_s=0.1)
     assert cache.get(key)[0].status == "runtime_error"
@@ -67,3 +87,191 @@ def test_an_action_without_code_runs_nothing_and_costs_nothing():
     _, _, _, _, info = env.step("I would train a random forest.")
     env.close()
     assert info["status"] == "malformed" and meter.executions == 0
+
+
+@pytest.fixture(scope="module")
+def concrete() -> Competition:
+    """The built-in concrete-strength competition with its committed leaderboard."""
+    return load_suite().get("concrete-strength")
+
+
+def _mlebench_twin(competition: Competition, data_dir: Path) -> Competition:
+    """An MLE-bench directory named like ``competition``, with the same public files and other answers."""
+    directory = data_dir / competition.id
+    shutil.copytree(competition.public_dir, directory / "prepared" / "public")
+    answers = pd.read_csv(competition.answers_path)
+    answers[competition.target] += 30.0
+    (directory / "prepared" / "private").mkdir(parents=True)
+    answers.to_csv(directory / "prepared" / "private" / "test.csv", index=False)
+    (directory / "config.yaml").write_text(f"id: {competition.id}\ngrader:\n  name: {competition.metric}\n")
+    assert competition.leaderboard is not None
+    board = "".join(f"r{i},{score}\n" for i, score in enumerate(competition.leaderboard.scores))
+    (directory / "leaderboard.csv").write_text("teamName,score\n" + board)
+    return load_mlebench_competition(directory)
+
+
+@pytest.mark.integration
+def test_a_competition_named_like_a_cached_one_gets_its_own_grade_not_the_cached_one(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox, tmp_path: Path
+) -> None:
+    twin = _mlebench_twin(concrete, tmp_path)
+    assert twin.id == concrete.id
+    cached = CachedKaggleEnv(ComputeMeter(), ExecutionCache(), suite=load_suite(), sandbox=strict_bubblewrap)
+    cached.reset(options={"competition": concrete})
+    suite_grade = cached.step(COPY_SAMPLE)[4]
+    cached.reset(options={"competition": twin})
+    twin_grade = cached.step(COPY_SAMPLE)[4]
+    plain = KaggleEnv(twin, sandbox=strict_bubblewrap)
+    plain.reset(seed=0)
+    truth = plain.step(COPY_SAMPLE)[4]
+    assert suite_grade["score"] != truth["score"], "the twin's answers must grade differently"
+    assert (twin_grade["score"], twin_grade["position"]) == (truth["score"], truth["position"])
+    assert cached.meter.hits == 0
+
+
+def _results(info: dict[str, Any], reward: float, observation: str) -> tuple[Any, ...]:
+    return info["status"], reward, info["score"], info["position"], info["detail"], observation.split("\n")[0]
+
+
+@pytest.fixture(scope="module")
+def twin_envs(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> Iterator[tuple[KaggleEnv, KaggleEnv]]:
+    """A plain env and a cached one whose cache already holds the valid outcome of ``COPY_SAMPLE``."""
+    plain = KaggleEnv(concrete, sandbox=strict_bubblewrap, max_turns=1000, timeout_s=60)
+    cached = CachedKaggleEnv(
+        ComputeMeter(), ExecutionCache(), competition=concrete, sandbox=strict_bubblewrap, max_turns=1000,
+        timeout_s=60,
+    )
+    plain.reset(seed=0)
+    cached.reset(seed=0)
+    assert cached.step(COPY_SAMPLE)[4]["status"] == "valid"
+    yield plain, cached
+    plain.close()
+    cached.close()
+
+
+_BARE = "\n".join(COPY_LINES)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "action",
+    [
+        COPY_SAMPLE,
+        COPY_SAMPLE + "\nThanks! " + "x" * MAX_TEXT_LENGTH,
+        COPY_SAMPLE + " " * MAX_TEXT_LENGTH,
+        _BARE + "\n" * MAX_TEXT_LENGTH,
+        _BARE + "  \n\t\n   ",
+        "\n\n" + _BARE + "\r\n",
+        COPY_SAMPLE.replace("\n", "\r\n"),
+        COPY_SAMPLE.replace("\n", "\r"),
+        COPY_SAMPLE.replace("```", "~~~"),
+        COPY_SAMPLE.replace("import shutil", "import shutil  # \ud800"),
+        "I would train a random forest.",
+        "",
+        "```python\n\n```",
+        b"import shutil",
+        12345,
+    ],
+    ids=[
+        "the-cached-twin", "over-long-prose-after-the-fence", "over-long-trailing-spaces",
+        "over-long-trailing-newlines", "trailing-whitespace", "leading-and-crlf-whitespace", "crlf",
+        "lone-cr", "tilde-fence", "lone-surrogate", "no-code", "empty", "empty-fence", "bytes", "int",
+    ],
+)
+def test_the_cached_env_grades_every_action_as_the_env_does(
+    twin_envs: tuple[KaggleEnv, KaggleEnv], action: Any
+) -> None:
+    """The cache found an over-long twin of a cached solution and served its ``valid`` grade (0.588)
+    where the env says ``malformed`` (0): the env's own checks now run before any lookup."""
+    plain, cached = twin_envs
+    observation, reward, _, _, info = plain.step(action)
+    cached_observation, cached_reward, _, _, cached_info = cached.step(action)
+    assert _results(cached_info, cached_reward, cached_observation) == _results(info, reward, observation)
+
+
+class _LoadedOnce:
+    """The real sandbox on a host that is overloaded for the first run: that run gets a tenth of its time
+    limit (as a solution does when other jobs take its CPU); later runs get the requested limit."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.name, self.runs = inner, inner.name, 0
+
+    def run(self, request: ExecutionRequest) -> ExecutionResult:
+        self.runs += 1
+        if self.runs == 1:
+            request = dataclasses.replace(request, timeout_s=request.timeout_s / 10)
+        return self.inner.run(request)
+
+    def close(self) -> None:
+        """The inner sandbox is closed by its fixture."""
+
+
+class _FailsOnce:
+    """The real sandbox whose infrastructure fails on the first run (it cannot be made to fail on demand
+    for real, so this raises the error a broken container runtime raises); later runs are real."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.name, self.runs = inner, inner.name, 0
+
+    def run(self, request: ExecutionRequest) -> ExecutionResult:
+        self.runs += 1
+        if self.runs == 1:
+            raise SandboxError("container runtime vanished")
+        return self.inner.run(request)
+
+    def close(self) -> None:
+        """The inner sandbox is closed by its fixture."""
+
+
+@pytest.mark.integration
+def test_a_load_induced_timeout_is_executed_again_not_replayed_as_a_failure(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> None:
+    sandbox = _LoadedOnce(strict_bubblewrap)
+    meter, cache = ComputeMeter(), ExecutionCache()
+    env = CachedKaggleEnv(meter, cache, competition=concrete, sandbox=sandbox, max_turns=3, timeout_s=5.0)
+    env.reset(seed=0)
+    slow = COPY_SAMPLE.replace("import shutil", "import shutil, time\ntime.sleep(1.0)")
+    statuses = [env.step(slow)[4]["status"] for _ in range(3)]
+    assert statuses == ["timeout", "valid", "valid"]
+    assert sandbox.runs == 2 and meter.hits == 1 and len(cache) == 1
+
+
+@pytest.mark.integration
+def test_an_unknown_outcome_is_executed_again_not_cached(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> None:
+    sandbox = _FailsOnce(strict_bubblewrap)
+    meter, cache = ComputeMeter(), ExecutionCache()
+    env = CachedKaggleEnv(meter, cache, competition=concrete, sandbox=sandbox, max_turns=2)
+    env.reset(seed=0)
+    first, second = (env.step(COPY_SAMPLE)[4] for _ in range(2))
+    assert first["status"] == "sandbox_error" and first["reward_unknown"]
+    assert second["status"] == "valid" and sandbox.runs == 2 and meter.hits == 0
+
+
+@pytest.mark.integration
+def test_a_cache_written_with_the_old_key_format_is_not_served(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> None:
+    meter, cache = ComputeMeter(), ExecutionCache()
+    env = CachedKaggleEnv(meter, cache, competition=concrete, sandbox=strict_bubblewrap, max_turns=1)
+    code = "\n".join(COPY_LINES) + "\n"
+    old_key = hashlib.sha256(repr((concrete.id, code, env._settings)).encode()).hexdigest()  # format 1
+    forged = Outcome(status="valid", score=0.0, position=1.0, extra={"cpu_s": 1.0})
+    with pytest.warns(RuntimeWarning, match="1 of 1 cached executions"):
+        cache.load_state_dict({old_key: (forged, 1.0)})
+    assert len(cache) == 0
+    env.reset(seed=0)
+    info = env.step(COPY_SAMPLE)[4]
+    assert info["status"] == "valid" and info["score"] != 0.0 and meter.hits == 0
+
+
+def test_a_checkpointed_cache_of_the_current_format_is_restored_whole() -> None:
+    cache = ExecutionCache()
+    cache.put(ExecutionCache.key("f" * 64, "print(1)", ("local", 60.0)), Outcome(status="valid"), cpu_s=2.0)
+    restored = ExecutionCache()
+    restored.load_state_dict(cache.state_dict())
+    assert restored.state_dict() == cache.state_dict() and len(restored) == 1

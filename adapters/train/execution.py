@@ -2,6 +2,11 @@
 
 Why a cache: the design-space agent revisits designs, and a seeded, single-threaded solution gives the
 same outcome every time on the same data and sandbox settings; executing it again would only burn CPU.
+"The same data" is the competition's content, not its id
+(:func:`~wmrl_envs.kaggle.fingerprint.competition_fingerprint`), graded by the same code
+(:func:`~wmrl_envs.kaggle.fingerprint.grading_code_version`); "the same solution" is the exact code
+that :func:`~wmrl_envs.kaggle.env.parse_action` let through, so the cache never sees an action the env
+would refuse.
 Why charge hits: the paper executes every trajectory, so a method's compute must be what it *would*
 have cost. :class:`ComputeMeter` keeps both numbers: ``charged`` (every real execution at its measured
 CPU cost, cache hit or not) and ``spent`` (CPU actually burnt here). The sandbox's CPU time includes a
@@ -17,13 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from wmrl_envs.kaggle.env import KaggleEnv, extract_code
-from wmrl_envs.kaggle.outcome import Outcome
+from wmrl_algos.errors import DataError
+from wmrl_envs.kaggle.env import KaggleEnv
+from wmrl_envs.kaggle.fingerprint import competition_fingerprint, grading_code_version
+from wmrl_envs.kaggle.outcome import ExecutionStatus, Outcome
 
-__all__ = ["ComputeMeter", "ExecutionCache", "CachedKaggleEnv"]
+__all__ = ["CACHE_KEY_FORMAT", "UNCACHED_STATUSES", "ComputeMeter", "ExecutionCache", "CachedKaggleEnv"]
+
+CACHE_KEY_FORMAT = "wmrl-execution/2"
+"""The first part of every cache key; bump it when what a key covers changes. Format 1 (unprefixed keys
+over the competition id) is never served."""
+UNCACHED_STATUSES: frozenset[ExecutionStatus] = frozenset({"sandbox_error", "timeout"})
+"""Outcomes that say nothing definite about the code, so they are executed again every time: an unknown
+one (the infrastructure failed) and a timeout (on a loaded host it measures the host, not the code)."""
 
 
 @dataclass
@@ -73,14 +88,16 @@ class ComputeMeter:
 
 
 class ExecutionCache:
-    """Outcomes of real executions keyed by (competition, exact code, sandbox settings).
+    """Outcomes of real executions keyed by (competition content, exact code, sandbox settings).
 
-    Only definite outcomes are stored: a ``sandbox_error`` (the infrastructure failed) is retried next
-    time. Thread-safe.
+    Only definite outcomes are stored (:data:`UNCACHED_STATUSES` are not: a ``sandbox_error`` or a
+    ``timeout`` is executed again next time). Every key starts with :data:`CACHE_KEY_FORMAT` and the
+    grading code's version, and :meth:`load_state_dict` drops entries whose keys do not (a cache from
+    a checkpoint of older code), with a warning. Thread-safe.
 
     Example:
         >>> cache = ExecutionCache()
-        >>> key = ExecutionCache.key("titanic", "print(1)", ("local", 60.0))
+        >>> key = ExecutionCache.key("9f86d081884c7d65", "print(1)", ("local", 60.0))
         >>> cache.put(key, Outcome(status="runtime_error"), cpu_s=1.5)
         >>> cache.get(key)[1]
         1.5
@@ -91,10 +108,21 @@ class ExecutionCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(competition_id: str, code: str, settings: tuple[Any, ...]) -> str:
-        """The cache key: a SHA-256 over the competition id, the code and the sandbox settings."""
-        digest = hashlib.sha256(repr((competition_id, code, settings)).encode())
-        return digest.hexdigest()
+    def prefix() -> str:
+        """What every current key starts with: the key format and the grading code's version."""
+        return f"{CACHE_KEY_FORMAT}+{grading_code_version()[:16]}:"
+
+    @staticmethod
+    def key(fingerprint: str, code: str, settings: tuple[Any, ...]) -> str:
+        """The cache key: :meth:`prefix`, then a SHA-256 over the fingerprint, the code and the settings.
+
+        Args:
+            fingerprint: the competition's :func:`~wmrl_envs.kaggle.fingerprint.competition_fingerprint`.
+            code: the solution exactly as :func:`~wmrl_envs.kaggle.env.parse_action` returned it.
+            settings: the sandbox backend and limits the outcome depends on.
+        """
+        digest = hashlib.sha256(repr((fingerprint, code, settings)).encode())
+        return ExecutionCache.prefix() + digest.hexdigest()
 
     def get(self, key: str) -> tuple[Outcome, float] | None:
         """The cached ``(outcome, cpu_s)`` or ``None``."""
@@ -102,8 +130,8 @@ class ExecutionCache:
             return self._entries.get(key)
 
     def put(self, key: str, outcome: Outcome, cpu_s: float) -> None:
-        """Store a definite outcome with the CPU-seconds it cost."""
-        if outcome.status == "sandbox_error":
+        """Store a definite outcome with the CPU-seconds it cost (:data:`UNCACHED_STATUSES` are not)."""
+        if outcome.status in UNCACHED_STATUSES:
             return
         with self._lock:
             self._entries[key] = (outcome, cpu_s)
@@ -117,13 +145,39 @@ class ExecutionCache:
             return dict(self._entries)
 
     def load_state_dict(self, state: dict[str, tuple[Outcome, float]]) -> None:
-        """Replace the entries with a :meth:`state_dict`."""
+        """Replace the entries with a :meth:`state_dict`, keeping only keys of the current format.
+
+        An entry under another key format or grading version (a checkpoint written by older code) is
+        dropped, with a ``RuntimeWarning`` that says how many: its outcome may have been graded on
+        another competition with the same id, or by other grading code, so it is executed again.
+        """
+        prefix = self.prefix()
+        current = {key: entry for key, entry in state.items() if key.startswith(prefix)}
+        stale = len(state) - len(current)
+        if stale:
+            warnings.warn(
+                f"{stale} of {len(state)} cached executions were written under another cache key format or "
+                f"grading code (keys not starting with {prefix!r}); they are ignored and will be executed "
+                "again",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         with self._lock:
-            self._entries = dict(state)
+            self._entries = current
 
 
 class CachedKaggleEnv(KaggleEnv):
     """A :class:`KaggleEnv` whose real executions go through an execution cache and a compute meter.
+
+    The env judges every action first (:func:`~wmrl_envs.kaggle.env.parse_action`, through
+    :meth:`KaggleEnv.execute`) and only a solution it lets through reaches :meth:`execute_solution`:
+    a cached env and an uncached one give the same outcome for any action. An action without a
+    solution runs nothing and is neither cached nor charged.
+
+    Timeouts are never cached (nor are unknown outcomes, ``sandbox_error``): a run that timed out on
+    a loaded host may finish on a quiet one, so each repeat executes again (and is charged again),
+    rather than replaying one unlucky run as a definite failure for the rest of training. Re-running
+    once before caching was the alternative; it would still cache a timeout when the host stays busy.
 
     Args:
         meter: where every real execution is counted (charged at cost even on a cache hit).
@@ -146,27 +200,32 @@ class CachedKaggleEnv(KaggleEnv):
             config.max_submission_mb,
         )
 
-    def execute(self, action: str) -> Outcome:
-        """Run ``action`` for real (or replay its cached outcome) and count its cost.
+    def execute_solution(self, code: str) -> Outcome:
+        """Run a validated solution for real (or replay its cached outcome) and count its cost.
 
-        ``KaggleEnv.step`` comes through here too. An action without a solution runs nothing and is
-        neither cached nor charged.
+        Args:
+            code: the solution exactly as :func:`~wmrl_envs.kaggle.env.parse_action` returned it (the
+                cache key holds exactly this code).
+
+        Returns:
+            The outcome; ``sandbox_error`` (unknown, not charged) when the competition's files cannot
+            be read to fingerprint it.
         """
         competition = self._require_episode()
-        code = extract_code(action) if isinstance(action, str) else None
-        if code is None:
-            return super().execute(action)
-        key = ExecutionCache.key(competition.id, code, self._settings)
-        cached = self.cache.get(key) if self.cache is not None else None
-        if cached is not None:
-            self.meter.record(cached[1], hit=True)
-            return cached[0]
-        outcome = super().execute(action)
-        if outcome.status == "malformed":
-            return outcome
+        key = None
+        if self.cache is not None:
+            try:
+                key = ExecutionCache.key(competition_fingerprint(competition), code, self._settings)
+            except DataError as error:
+                return Outcome(status="sandbox_error", detail=f"the competition cannot be read: {error}")
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.meter.record(cached[1], hit=True)
+                return cached[0]
+        outcome = super().execute_solution(code)
         cpu = outcome.extra.get("cpu_s")
         cpu_s = float(cpu) if cpu is not None else float(outcome.wall_s)
         self.meter.record(cpu_s, hit=False, wall_s=float(outcome.wall_s))
-        if self.cache is not None:
+        if self.cache is not None and key is not None:
             self.cache.put(key, outcome, cpu_s)
         return outcome
