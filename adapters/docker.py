@@ -10,18 +10,24 @@ fresh random unprivileged uid, a file-size ulimit and a size-capped log. Files m
 mounts (``put_archive``/``get_archive`` fail on read-only roots): the host's run dir (a capped tmpfs
 when root, as in the local backend) is ``/sandbox`` and ``/tmp``; inputs are bound read-only under
 ``/sandbox/input``. The output file is copied out on the host with the same no-symlink, no-FIFO,
-size-capped check as every backend, and the run dir is unmounted afterwards. No init process is
-added (it may be missing on the engine's host): the solution is pid 1 of the container's pid namespace,
-so when it exits the kernel kills everything else in it, and a ``setsid`` daemon cannot outlive it.
+size-capped check as every backend, and the run dir is unmounted afterwards. As root, inputs are bound
+through the local backend's neutral staging (:func:`~wmrl_envs.sandbox.workdir.neutral_bind_script`),
+so the container's mount table names ``/train.csv`` on an overlay, not the host path of the suite.
+
+The container's entry process is the image's ``timeout`` (GNU coreutils, copied from the host): pid 1
+of the container's pid namespace, it runs the solution and SIGKILLs it at the run's wall-clock limit
+plus :data:`WALL_GRACE_S`, then exits, and with pid 1 gone the kernel kills everything else in the
+container (a ``setsid`` daemon cannot outlive it). The solution cannot signal it away: signals from
+inside a pid namespace reach its init only through handlers it installed, and ``timeout`` forwards
+those to the solution without touching its timer.
 
 Nothing outlives its owner: the engine, not the trainer, runs the container, so a killed trainer
-cannot take it along. Every container is labelled with its owner (``wmrl.owner``: pid and start
-time; ``wmrl.boot``: the host's boot id) and the backend removes the containers of dead owners
-on this host when it starts and when it closes (:func:`sweep_stale_containers`), as the local
-backend sweeps its mounts and cgroups. Until a sweep runs, an orphan is bounded: a CPU-time rlimit
-of the run's timeout times its CPU quota (never reached before the wall clock in a live run) ends a
-busy one, and its work dir is swept with the local backend's. Docker's default seccomp profile
-applies (the ``local`` backend loads an equivalent filter).
+cannot take it along; but its entry process ends it at its own wall-clock limit whatever its owner
+does (a sleeping orphan too, which a CPU-time cap would not catch). Every container is labelled
+with its owner (``wmrl.owner``: pid and start time; ``wmrl.boot``: the host's boot id) and the backend
+removes the (exited) containers of dead owners on this host when it starts and when it closes
+(:func:`sweep_stale_containers`), as the local backend sweeps its mounts, cgroups and work dirs.
+Docker's default seccomp profile applies (the ``local`` backend loads an equivalent filter).
 
 The image (``wmrl-sandbox:<version>``) is made by :func:`build_sandbox_image` from the host's own
 interpreter: its standard library (without tests, IDLE, tkinter and the static-link config), the ML
@@ -42,6 +48,7 @@ import io
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -61,11 +68,12 @@ from wmrl_envs.sandbox.lifetime import owner_alive, owner_tag, parse_owner, swee
 from wmrl_envs.sandbox.local import SHM_MB, input_target
 from wmrl_envs.sandbox.process import ProcessOutcome
 from wmrl_envs.sandbox.results import build_result
-from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
+from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out, neutral_bind_script, overlay_available
 
 __all__ = [
     "DEFAULT_IMAGE",
     "IMAGE_PACKAGES",
+    "WALL_GRACE_S",
     "DockerSandbox",
     "build_sandbox_image",
     "docker_client",
@@ -87,9 +95,12 @@ IMAGE_PACKAGES: tuple[str, ...] = ("numpy", "pandas", "scikit-learn", "scipy", "
 _SOCKETS = ("/var/run/docker.sock", "/tmp/wmrl-docker/docker.sock")
 _UID_RANGE = (1_000_000, 1_900_000)
 _PYTHON_LABEL = "wmrl.python"
+_ENTRY_LABEL = "wmrl.entry"
 _OWNER_LABEL = "wmrl.owner"
 _BOOT_LABEL = "wmrl.boot"
-_CPU_GRACE_S = 5
+WALL_GRACE_S = 2.0
+"""Seconds past its timeout after which a container's entry process kills the solution itself: the
+trainer's own deadline ends a live run first, so this matters only when the trainer is gone."""
 _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages"}
 
 
@@ -210,10 +221,19 @@ def _shared_libraries(elf_files: list[str]) -> set[str]:
     return libraries
 
 
+def _host_timeout() -> str:
+    found = shutil.which("timeout", path="/usr/bin:/bin")
+    if found is None:
+        raise SandboxError("the sandbox image needs the host's `timeout` as its entry process; "
+                           "install coreutils")
+    return os.path.realpath(found)
+
+
 def _image_files(packages: Iterable[str]) -> set[str]:
     prefix = Path(sys.base_prefix).resolve()
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
-    files: set[str] = {os.path.realpath(sys.executable), sys.executable}
+    entry = _host_timeout()
+    files: set[str] = {os.path.realpath(sys.executable), sys.executable, entry}
     files |= {str(p) for p in (prefix / "lib").glob("libpython*.so*")}
     for path in stdlib.rglob("*"):
         relative = path.relative_to(stdlib)
@@ -231,7 +251,8 @@ def _image_files(packages: Iterable[str]) -> set[str]:
     package_dirs = {str(Path(p).parent) for p in files if ".libs/" in p}
     for directory in package_dirs:
         files |= {str(p) for p in Path(directory).iterdir() if p.is_file()}
-    elf = [p for p in files if p.endswith(".so") or ".so." in p or p == os.path.realpath(sys.executable)]
+    programs = (os.path.realpath(sys.executable), entry)
+    elf = [p for p in files if p.endswith(".so") or ".so." in p or p in programs]
     for library in _shared_libraries(elf):
         files.add(library)
         files.add(os.path.realpath(library))
@@ -334,6 +355,7 @@ def build_sandbox_image(
                 client.api.import_image_from_file(
                     str(rootfs), repository=repository or tag, tag=version or "latest",
                     changes=[f"LABEL {_PYTHON_LABEL}={os.path.realpath(sys.executable)}",
+                             f"LABEL {_ENTRY_LABEL}={_host_timeout()}",
                              "WORKDIR /sandbox", "USER 65534"],
                 )
             except Exception as exc:
@@ -398,27 +420,30 @@ class DockerSandbox:
         self._client = docker_client(base_url)
         self._base_url = base_url
         try:
-            self._python = self._image_python()
+            self._python, self._entry = self._image_labels()
         except Exception as exc:
             if not build_image:
                 raise IsolationUnavailableError(
-                    f"sandbox image {image!r} is missing ({exc}); build it with `wmrl docker build-image`"
+                    f"sandbox image {image!r} is missing or out of date ({exc}); build it with "
+                    f"`python -m wmrl_adapters.docker build-image --force`"
                 ) from exc
-            build_sandbox_image(image, base_url=base_url)
-            self._python = self._image_python()
+            build_sandbox_image(image, base_url=base_url, force=True)
+            self._python, self._entry = self._image_labels()
+        self._neutral_inputs = self.is_root and overlay_available()
         sweep_stale()
         sweep_stale_containers(self._client)
         self._outputs = OutputStore(output_dir)
 
-    def _image_python(self) -> str:
+    def _image_labels(self) -> tuple[str, str]:
+        """The image's interpreter and entry process (an image built before the entry had none)."""
         labels = self._client.images.get(self.image).labels or {}
-        python = labels.get(_PYTHON_LABEL)
-        if not python:
+        missing = [label for label in (_PYTHON_LABEL, _ENTRY_LABEL) if not labels.get(label)]
+        if missing:
             raise IsolationUnavailableError(
-                f"image {self.image!r} has no {_PYTHON_LABEL!r} label; rebuild it with "
+                f"image {self.image!r} has no {missing} label(s); rebuild it with "
                 f"build_sandbox_image(force=True)"
             )
-        return str(python)
+        return str(labels[_PYTHON_LABEL]), str(labels[_ENTRY_LABEL])
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
         """Execute one request (see :class:`~wmrl_envs.sandbox.base.Sandbox`)."""
@@ -437,20 +462,24 @@ class DockerSandbox:
                 placeholder.parent.mkdir(parents=True, exist_ok=True)
                 real = os.path.realpath(source)
                 (placeholder.mkdir if os.path.isdir(real) else placeholder.touch)()
+                if self._neutral_inputs:
+                    subprocess.run(["/bin/sh", "-c", "set -e; " + neutral_bind_script(
+                        real, str(placeholder), work.stage)], check=True, capture_output=True)
+                    real = str(placeholder)
                 volumes[real] = {"bind": f"/sandbox/input/{target}", "mode": "ro"}
             solution = work.work / "solution.py"
-            solution.write_text(request.code)
+            solution.write_text(request.code, encoding="utf-8")
             os.chmod(solution, 0o444)
             types = self._docker.types
             file_cap = request.disk_mb * 2**20
-            cpu_cap = int(request.timeout_s * self.cpus) + _CPU_GRACE_S
             log_cap = max(request.max_output_bytes, 65536)
             environment = {"HOME": "/sandbox", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                            "PATH": f"{os.path.dirname(self._python)}:/usr/local/bin:/usr/bin:/bin",
                            **request.env}
             container = self._client.containers.create(
                 self.image,
-                command=[self._python, "-s", "-B", "solution.py"],
+                command=[self._entry, "--signal=KILL", f"{request.timeout_s + WALL_GRACE_S}s",
+                         self._python, "-s", "-B", "solution.py"],
                 user=f"{uid}:{uid}",
                 working_dir="/sandbox",
                 environment=environment,
@@ -464,8 +493,7 @@ class DockerSandbox:
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 ulimits=[types.Ulimit(name="fsize", soft=file_cap, hard=file_cap),
-                         types.Ulimit(name="core", soft=0, hard=0),
-                         types.Ulimit(name="cpu", soft=cpu_cap, hard=cpu_cap)],
+                         types.Ulimit(name="core", soft=0, hard=0)],
                 labels={_OWNER_LABEL: owner_tag(), _BOOT_LABEL: _boot_id()},
                 log_config=types.LogConfig(
                     type="json-file", config={"max-size": str(log_cap), "max-file": "2"}
@@ -488,6 +516,8 @@ class DockerSandbox:
             container.reload()
             state = container.attrs.get("State", {})
             returncode = int(status.get("StatusCode", state.get("ExitCode", -1)))
+            # The entry process's own kill (the trainer was too slow to end the run first) is a timeout too.
+            timed_out = timed_out or (returncode == 128 + 9 and wall >= request.timeout_s)
             stdout = container.logs(stdout=True, stderr=False)
             stderr = container.logs(stdout=False, stderr=True)
             cap = request.max_output_bytes

@@ -115,10 +115,14 @@ def test_a_killed_owners_container_is_removed_by_the_next_start_up() -> None:
     assert _containers_of(tag) == []
 
 
-def test_containers_carry_their_owner_and_a_cpu_time_cap(sandbox: docker_adapter.DockerSandbox) -> None:
-    code = "import resource; print(resource.getrlimit(resource.RLIMIT_CPU))"
+def test_containers_carry_their_owner_and_an_entry_that_ends_them_at_their_limit(
+    sandbox: docker_adapter.DockerSandbox,
+) -> None:
+    code = "print(open('/proc/1/cmdline', 'rb').read().split(b'\\0')[1:3], __import__('os').getppid())"
     result = sandbox.run(ExecutionRequest(code=code, timeout_s=20))
-    assert result.stdout.strip() == "(25, 25)", "timeout x cpus + 5 s grace"
+    limit = f"{20 + docker_adapter.WALL_GRACE_S}s".encode()
+    expected = f"{[b'--signal=KILL', limit]} 1"
+    assert result.stdout.strip() == expected, "timeout is pid 1, the solution its child"
     assert _containers_of(owner_tag()) == [], "a finished run's container is removed"
 
 

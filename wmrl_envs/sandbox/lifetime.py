@@ -10,6 +10,12 @@ processes) must not outlive it. Two mechanisms, because neither alone covers eve
   (``setpriv --pdeathsig``), re-armed after every credential change (which clears it), and followed
   by a check that the owner is still its parent (:func:`owner_guard`), so an owner that died before
   the signal was armed is noticed before any untrusted code runs.
+* **A lifeline** for what a death signal cannot reach: a process forked by a sandbox process arms its
+  own signal only after it exists (bubblewrap's pid-namespace init arms ``--die-with-parent`` right
+  after its clone), so an owner killed in between leaves it orphaned. Every sandbox gets the read end
+  of one process-wide pipe whose write end only the owner holds (:func:`lifeline_fd`); the kernel
+  closes it when the owner dies, and :func:`lifeline_guard`, run inside the sandbox after every
+  signal is armed, refuses to start the solution once it reads end-of-file.
 * **Owner-tagged names and a start-up sweep** for host resources: work dirs, output dirs and cgroups
   are named ``wmrl-<kind>-<pid>_<start time>-...`` (:func:`owner_tag`). :func:`sweep_stale` kills the
   members of, and removes, every such resource whose owner is no longer running (same pid *and*
@@ -42,6 +48,8 @@ __all__ = [
     "OWNER_GONE_EXIT",
     "SweepReport",
     "launcher_call",
+    "lifeline_fd",
+    "lifeline_guard",
     "owner_alive",
     "owner_guard",
     "owner_tag",
@@ -99,6 +107,56 @@ def owner_guard(argv: list[str], pid: int | None = None) -> list[str]:
     pid = os.getpid() if pid is None else pid
     check = f'test "$PPID" = "$0" || exit {OWNER_GONE_EXIT}; exec "$@"'
     return ["/bin/sh", "-c", check, str(pid), *argv]
+
+
+class _Lifeline:
+    """A pipe whose write end lives only in this process: its reader sees end-of-file once we are gone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fds: tuple[int, int] | None = None
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        # A forked child (a data loader, a multiprocessing worker) must not keep the owner's lifeline open.
+        if self._fds is not None:
+            for fd in self._fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._fds = None
+
+    def read_end(self) -> int:
+        with self._lock:
+            if self._fds is None:
+                self._fds = os.pipe()  # both ends close-on-exec: only pass_fds hands the read end on
+            return self._fds[0]
+
+
+_LIFELINE = _Lifeline()
+
+
+def lifeline_fd() -> int:
+    """The read end of this process's lifeline: pass it to a sandbox process (``pass_fds``).
+
+    Nothing is ever written to it; it reads end-of-file as soon as this process has exited (the kernel
+    closes the only write end), so a sandbox can tell that its owner is gone without any pid.
+    """
+    return _LIFELINE.read_end()
+
+
+def lifeline_guard(argv: list[str], fd: int) -> list[str]:
+    """Prefix ``argv`` with a check that the lifeline ``fd`` is still open (its owner alive).
+
+    Run *inside* the sandbox, after every death signal of the chain is armed: an owner that died before
+    that has closed the lifeline, and the command exits with :data:`OWNER_GONE_EXIT` instead of
+    starting. A non-blocking one-byte read of the open, empty pipe fails with ``EAGAIN`` (go on); at
+    end-of-file it reads nothing and succeeds (stop). The check needs ``bash`` (``dash`` takes only
+    one-digit descriptors); it closes the lifeline and unsets the ``SHLVL`` bash exports before the
+    command starts, so the solution holds neither.
+    """
+    check = (f"dd iflag=nonblock bs=1 count=1 <&{fd} 2>/dev/null && exit {OWNER_GONE_EXIT}; exec {fd}<&-; "
+             'unset SHLVL; exec "$@"')
+    return ["/bin/bash", "-c", check, "lifeline", *argv]
 
 
 class _Launcher:

@@ -51,12 +51,12 @@ from pathlib import Path, PurePosixPath
 
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
-from wmrl_envs.sandbox.lifetime import owner_guard, sweep_stale
+from wmrl_envs.sandbox.lifetime import lifeline_fd, lifeline_guard, owner_guard, sweep_stale
 from wmrl_envs.sandbox.limits import RunCgroups, cgroup_version
 from wmrl_envs.sandbox.process import ManagedProcess
 from wmrl_envs.sandbox.results import build_result
 from wmrl_envs.sandbox.seccomp import seccomp_fd, seccomp_program
-from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
+from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out, neutral_bind_script, overlay_available
 
 __all__ = [
     "SANDBOX_CWD",
@@ -211,7 +211,7 @@ class BubblewrapSandbox:
         self.python = sandbox_interpreter(python, self._roots)
         self._extra = tuple(os.path.realpath(p) for p in extra_ro_paths)
         self._tools = {tool: shutil.which(tool, path=_HOST_PATH) for tool in
-                       ("bwrap", "setpriv", "prlimit", "unshare", "mount")}
+                       ("bwrap", "setpriv", "prlimit", "unshare", "mount", "umount", "env")}
         if self._tools["bwrap"] is None:
             raise IsolationUnavailableError(
                 "the local sandbox needs bubblewrap, which is not installed; install it "
@@ -232,13 +232,15 @@ class BubblewrapSandbox:
         self._seccomp = seccomp_program() if seccomp else None
         if seccomp and self._seccomp is None:
             degradations.append(f"no seccomp filter for {os.uname().machine}")
-        missing = [tool for tool in ("setpriv", "prlimit", "unshare", "mount") if self._tools[tool] is None]
+        missing = [tool for tool in ("setpriv", "prlimit", "unshare", "mount", "umount")
+                   if self._tools[tool] is None]
         if self.is_root and missing:
             raise IsolationUnavailableError(
                 f"running as root, the local sandbox needs {missing} (util-linux) to drop privileges; "
                 f"install util-linux"
             )
         self.degradations = tuple(degradations)
+        self._neutral_inputs = self.is_root and overlay_available()
         if degradations:
             if strict:
                 raise IsolationUnavailableError(
@@ -265,9 +267,9 @@ class BubblewrapSandbox:
                 f"(sysctl kernel.unprivileged_userns_clone=1) or use make_sandbox('docker')"
             )
 
-    def _bwrap_args(self, request: ExecutionRequest, work: WorkDir, staged: Mapping[str, str],
-                    inputs: Mapping[PurePosixPath, str], seccomp: int | None) -> list[str]:
-        args = [self._tools["bwrap"] or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+    def _bwrap_options(self, request: ExecutionRequest, work: WorkDir, staged: Mapping[str, str],
+                       inputs: Mapping[PurePosixPath, str], seccomp: int | None) -> list[str]:
+        args = ["--unshare-all", "--die-with-parent", "--new-session",
                 "--clearenv", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
         for link in _MERGED_USR_LINKS:
             host = Path("/") / link
@@ -292,7 +294,22 @@ class BubblewrapSandbox:
                "HOME": SANDBOX_CWD, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **request.env}
         for key, value in env.items():
             args += ["--setenv", key, value]
-        return [*args, "--chdir", SANDBOX_CWD, "--"]
+        return [*args, "--chdir", SANDBOX_CWD]
+
+    def _bwrap(self, options: Sequence[str], options_fd: int, command: Sequence[str]) -> list[str]:
+        """bwrap with an empty environment, its options read from ``options_fd``, the command guarded.
+
+        bwrap's own process is the sandbox's pid 1: its argv and environment are what a solution reads
+        in ``/proc/1/cmdline`` and ``/proc/1/environ``. The options (host paths of the work dir and of
+        the mount sources) are written to a descriptor that bwrap closes after reading them, and
+        ``env -i`` leaves it no environment (the shell chain would hand it ``PWD``, the host work
+        dir). Inside, :func:`~wmrl_envs.sandbox.lifetime.lifeline_guard` runs the command only if the
+        owner is still alive (see :mod:`~wmrl_envs.sandbox.lifetime`).
+        """
+        os.write(options_fd, b"".join(arg.encode() + b"\0" for arg in options))
+        os.lseek(options_fd, 0, os.SEEK_SET)
+        return [self._tools["env"] or "env", "-i", self._tools["bwrap"] or "bwrap", "--args", str(options_fd),
+                "--", *lifeline_guard(list(command), lifeline_fd())]
 
     def launch(
         self, request: ExecutionRequest, command: Sequence[str], *, write_code: bool = True
@@ -322,19 +339,21 @@ class BubblewrapSandbox:
         except (OSError, subprocess.CalledProcessError) as exc:
             raise SandboxError(f"could not create the run's work dir: {exc}") from exc
         cgroups: RunCgroups | None = None
-        filter_fd: int | None = None
+        fds: list[int] = []
         try:
             if self.use_cgroups:
                 version = self.cgroup_version or 1
                 cgroups = RunCgroups(request.memory_mb, request.max_pids, self.cpus, version=version)
+            fds.append(os.memfd_create("bwrap-options"))
             if self._seccomp is not None:
-                filter_fd = seccomp_fd(self._seccomp)
-            argv = self._command(request, work, uid, cgroups, inputs, command, filter_fd)
+                fds.append(seccomp_fd(self._seccomp))
+            argv = self._command(request, work, uid, cgroups, inputs, command, fds[0],
+                                 fds[1] if len(fds) > 1 else None)
             if write_code:
                 self.write_code(work, request.code)
             process = ManagedProcess(argv, env={"PATH": _HOST_PATH}, cwd=str(work.root),
                                      max_output_bytes=request.max_output_bytes,
-                                     pass_fds=() if filter_fd is None else (filter_fd,),
+                                     pass_fds=(*fds, lifeline_fd()),
                                      extra_kill=cgroups.kill_all if cgroups is not None else None)
         except BaseException as exc:
             if cgroups is not None:
@@ -344,15 +363,17 @@ class BubblewrapSandbox:
                 raise SandboxError(f"could not start the sandbox: {exc}") from exc
             raise
         finally:
-            if filter_fd is not None:
-                os.close(filter_fd)
+            for fd in fds:
+                os.close(fd)
         notes = list(self.degradations)
         if self.cpus is not None and (cgroups is None or not cgroups.cpu_quota):
             notes.append("no CPU quota (cgroup cpu controller unavailable)")
+        if inputs and uid is not None and not self._neutral_inputs:
+            notes.append("inputs show their host paths in /proc/self/mountinfo (no overlayfs here)")
         return LaunchedRun(process=process, work=work, cgroups=cgroups, notes=notes)
 
     def _command(self, request: ExecutionRequest, work: WorkDir, uid: int | None, cgroups: RunCgroups | None,
-                 inputs: Mapping[PurePosixPath, str], command: Sequence[str],
+                 inputs: Mapping[PurePosixPath, str], command: Sequence[str], options_fd: int,
                  seccomp: int | None) -> list[str]:
         for name, source in inputs.items():
             placeholder = work.inputs / name
@@ -363,11 +384,12 @@ class BubblewrapSandbox:
                 placeholder.touch()
         if uid is None:
             staged = {root: root for root in (*self._roots, *self._extra)}
-            bwrap = self._bwrap_args(request, work, staged, inputs, seccomp)
+            options = self._bwrap_options(request, work, staged, inputs, seccomp)
+            bwrap = self._bwrap(options, options_fd, command)
             rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0",
                        f"--as={max(request.memory_mb, 1024) * 2**20 * 4}"]
             prlimit = [self._tools["prlimit"]] if self._tools["prlimit"] else []
-            argv = [*prlimit, *rlimits, "--", *bwrap, *command] if prlimit else [*bwrap, *command]
+            argv = [*prlimit, *rlimits, "--", *bwrap] if prlimit else bwrap
             return argv
         mounts: list[str] = []
         staged = {}
@@ -377,8 +399,12 @@ class BubblewrapSandbox:
             mounts.append(self._ro_bind_script(root, str(stage)))
             staged[root] = str(stage)
         for name, source in inputs.items():
-            mounts.append(self._ro_bind_script(source, str(work.inputs / name)))
-        bwrap = self._bwrap_args(request, work, staged, {}, seccomp)
+            target = str(work.inputs / name)
+            mounts.append(neutral_bind_script(source, target, work.stage,
+                                              mount=self._tools["mount"] or "mount",
+                                              umount=self._tools["umount"] or "umount")
+                          if self._neutral_inputs else self._ro_bind_script(source, target))
+        bwrap = self._bwrap(self._bwrap_options(request, work, staged, {}, seccomp), options_fd, command)
         rlimits = [f"--fsize={request.disk_mb * 2**20}", "--core=0", f"--nproc={request.max_pids}"]
         if cgroups is None:
             rlimits.append(f"--as={max(request.memory_mb, 1024) * 2**20 * 4}")
@@ -386,7 +412,7 @@ class BubblewrapSandbox:
         drop = [self._tools["setpriv"] or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--pdeathsig", "KILL", "--"]
         inner = "set -e; " + "; ".join(mounts) + ("; " if mounts else "") + "exec " + shlex.join(
-            [self._tools["prlimit"] or "prlimit", *rlimits, "--", *drop, *owner_guard([*bwrap, *command])])
+            [self._tools["prlimit"] or "prlimit", *rlimits, "--", *drop, *owner_guard(bwrap)])
         # Join the cgroups before anything else runs; set -e makes a failed join abort the run.
         join = "".join(f"echo $$ > {shlex.quote(str(path))}; " for path in
                        (cgroups.procs_files if cgroups is not None else ()))
@@ -396,9 +422,9 @@ class BubblewrapSandbox:
 
     @staticmethod
     def write_code(work: WorkDir, code: str) -> None:
-        """Write the solution as a read-only ``solution.py`` in the run's work dir."""
+        """Write the solution as a read-only UTF-8 ``solution.py`` in the run's work dir."""
         solution = work.work / "solution.py"
-        solution.write_text(code)
+        solution.write_text(code, encoding="utf-8")
         os.chmod(solution, 0o444)
 
     def _ro_bind_script(self, source: str, target: str) -> str:

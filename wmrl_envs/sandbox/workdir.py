@@ -12,12 +12,19 @@ whatever permissions or attributes the solution set. Without root it is a plain 
 then first restores permissions so a solution that ``chmod 000``'d its directories cannot leave
 them behind. Work and output dirs are named after their owner process, so what a killed owner left
 is removed by :func:`~wmrl_envs.sandbox.lifetime.sweep_stale`.
+
+Neutral mount sources: a bind mount shows, in the sandbox's ``/proc/self/mountinfo``, the path of its
+source inside the source's file system (an input bound from ``/root/.cache/suite/c1/train.csv`` shows
+that path, the suite root included). :func:`neutral_bind_script` binds through a read-only overlay
+instead: the sandbox then sees ``/train.csv`` of an ``overlay`` whose layers are named ``empty`` and
+``layer`` (relative names, resolved in the run's staging dir), never the host path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -28,9 +35,53 @@ from pathlib import Path
 
 from wmrl_envs.sandbox.lifetime import owner_tag
 
-__all__ = ["CopiedOutput", "OutputStore", "WorkDir", "copy_out", "remove_tree"]
+__all__ = ["CopiedOutput", "OutputStore", "WorkDir", "copy_out", "neutral_bind_script", "overlay_available",
+           "remove_tree"]
 
 _COPY_CHUNK = 1 << 20
+_STAGE_DIRS = ("layer", "merged", "empty")
+
+
+def overlay_available() -> bool:
+    """Whether the kernel offers overlayfs (needed by :func:`neutral_bind_script`)."""
+    try:
+        lines = Path("/proc/filesystems").read_text().splitlines()
+    except OSError:
+        return False
+    return any(line.split()[-1:] == ["overlay"] for line in lines)
+
+
+def neutral_bind_script(source: str, target: str, stage: Path, *, mount: str = "mount",
+                        umount: str = "umount") -> str:
+    """Shell commands (run as root) that show ``source`` read-only at ``target`` under a neutral source.
+
+    The source's directory (its parent for a file) is bound on ``stage/layer`` and covered by a
+    read-only overlay (lower layers ``empty:layer``, named relative to ``stage``) on ``stage/merged``;
+    ``target`` is bound from the overlay, and both staging mounts are removed again (the overlay keeps
+    its own reference to its layers). The mount table then names ``/<file name>`` on ``overlay``, not
+    the host path; the file's siblings are never reachable from ``target``.
+
+    Args:
+        source: the host file or directory.
+        target: an existing placeholder of the same kind (file or directory).
+        stage: a :attr:`WorkDir.stage` directory (its ``layer``, ``merged`` and ``empty`` are used).
+        mount: the ``mount`` binary.
+        umount: the ``umount`` binary.
+
+    Returns:
+        One line of ``sh`` commands, to run under ``set -e``.
+    """
+    directory, name = (source, ".") if os.path.isdir(source) else os.path.split(source)
+    quoted = shlex.quote
+    return "; ".join([
+        f"cd {quoted(str(stage))}",
+        f"{mount} --bind {quoted(directory)} layer",
+        f"{mount} -t overlay overlay -o ro,lowerdir=empty:layer merged",
+        f"{mount} --bind {quoted(os.path.join('merged', name))} {quoted(target)}",
+        f"{mount} -o remount,bind,ro {quoted(target)}",
+        f"{umount} merged",
+        f"{umount} layer",
+    ])
 
 
 @dataclass(frozen=True)
@@ -158,7 +209,10 @@ def remove_tree(path: Path) -> None:
 
 
 class WorkDir:
-    """A fresh host directory for one run, with ``work/`` (the solution's cwd) and ``tmp/`` inside.
+    """A fresh host directory for one run, with ``work/`` (the solution's cwd), ``tmp/`` and ``stage/``.
+
+    ``stage/`` holds the staging mount points of :func:`neutral_bind_script`; it is never visible in
+    the sandbox.
 
     Args:
         disk_mb: cap on everything written (enforced only when ``capped``).
@@ -189,11 +243,15 @@ class WorkDir:
             self.work = self.root / "work"
             self.tmp = self.root / "tmp"
             self.inputs = self.work / "input"
+            self.stage = self.root / "stage"
             for directory in (self.work, self.tmp):
                 directory.mkdir(mode=0o700)
                 if owner is not None:
                     os.chown(directory, owner, owner)
             self.inputs.mkdir(mode=0o755)
+            self.stage.mkdir(mode=0o700)
+            for name in _STAGE_DIRS:
+                (self.stage / name).mkdir(mode=0o700)
         except BaseException:
             self.destroy()
             raise
@@ -206,9 +264,9 @@ class WorkDir:
         return info.f_bavail * info.f_frsize < 64 * 1024 or info.f_favail < 4
 
     def destroy(self) -> None:
-        """Unmount (when capped) and remove everything; idempotent."""
+        """Unmount (when capped; staged input mounts below it first) and remove everything; idempotent."""
         if self.capped:
-            result = subprocess.run(["umount", str(self.root)], capture_output=True)
+            result = subprocess.run(["umount", "--recursive", str(self.root)], capture_output=True)
             if result.returncode != 0:
                 subprocess.run(["umount", "-l", str(self.root)], capture_output=True)
             self.capped = False
