@@ -1,4 +1,8 @@
-"""The README's Python examples run as written (documentation that cannot rot)."""
+"""The README is a front page: its Python examples run as written, alone, and it reads in five minutes.
+
+Each block runs on its own here (a reader copies one block from the front page); tests/test_docs.py
+also runs them as a session with every other page.
+"""
 
 from __future__ import annotations
 
@@ -24,3 +28,20 @@ def test_readme_python_example_runs(index: int, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip(), "the example prints what it computed"
+
+
+SETUP_COMMANDS = """```bash
+bash scripts/install.sh && wmrl train    # install, then train a code agent on the embedded Kaggle suite
+bash scripts/test.sh                     # install the test profile, start its services, run the tests
+```"""
+
+
+def test_readme_keeps_its_two_setup_commands_as_ci_runs_them() -> None:
+    text = README.read_text()
+    assert "## Set-up: two commands" in text and SETUP_COMMANDS in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "bash scripts/test.sh" in ci
+
+
+def test_readme_is_a_front_page_of_at_most_120_lines() -> None:
+    assert len(README.read_text().splitlines()) <= 120
