@@ -29,7 +29,16 @@ measurements):
 * Nothing outlives the owner (:mod:`~wmrl_envs.sandbox.lifetime`): the process chain arms a
   parent-death ``SIGKILL`` before anything runs and again after the uid drop (which clears it), and
   checks each time that the owner is still its parent; bwrap's ``--die-with-parent`` extends it to
-  the solution. Every backend start sweeps the mounts, cgroups and dirs of dead owners.
+  the solution. bwrap's init arms that signal only after its clone, so inside the sandbox the
+  command starts only while the owner's lifeline pipe is open
+  (:func:`~wmrl_envs.sandbox.lifetime.lifeline_guard`): a trainer killed in that gap leaves no run
+  behind. Every backend start sweeps the mounts, cgroups and dirs of dead owners.
+* Nothing of the host's layout shows: bwrap (the sandbox's pid 1) reads its options from a descriptor
+  and runs under ``env -i``, so ``/proc/1/cmdline`` and ``/proc/1/environ`` name no host path, and
+  inputs are bound through a read-only overlay
+  (:func:`~wmrl_envs.sandbox.workdir.neutral_bind_script`), so ``/proc/self/mountinfo`` names
+  ``/train.csv``, not where the suite lives. The interpreter's prefix is the exception: it is
+  mounted at its own path, which ``sys.executable`` names anyway.
 
 ``strict=True`` (the default) raises :class:`~wmrl_algos.errors.IsolationUnavailableError` when any of
 this cannot be had; ``strict=False`` degrades (no uid drop and no tmpfs without root, rlimits instead
