@@ -25,6 +25,15 @@ existing reward function becomes the ``real`` scorer as it is. :meth:`WMRLReward
 trainer's settings that would silently break the equivalence (``scale_rewards``, other reward
 functions, several processes) and saves the loop's state with every TRL checkpoint.
 
+Small reward calls: TRL calls the reward function once per generation batch, which holds
+``per_device_train_batch_size * steps_per_generation / num_generations`` groups (docs/trl.md). When
+that is fewer than ``min_anchor_groups / anchor_fraction``, planning each call on its own would
+anchor ``min_anchor_groups`` groups of every call (with one group per call: all of them, an anchor
+fraction of 1.0). :class:`WMRLReward` then plans each such call with no per-call minimum and lets the
+anchor scheduler carry the fractional credit from call to call (saved in its state, so a resumed run
+keeps it): the running fraction is the one asked for, a single call anchors 0 or more groups, and it
+warns once with the numbers.
+
 Limits: one training process (each process would otherwise plan its own anchors on its slice of the
 batch); in evaluation (``trainer.model.training`` False) every completion is scored for real and the
 loop is left untouched.
@@ -32,6 +41,8 @@ loop is left untouched.
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,6 +112,7 @@ class WMRLReward:
         self.last_result: StepResult | None = None
         self.__name__ = "wmrl"
         self._trainer: Any = None
+        self._warned_small_calls = False
 
     def attach(self, trainer: Any) -> None:
         """Check a ``GRPOTrainer``'s settings, adopt its ``num_generations``, save state with its checkpoints.
@@ -182,7 +194,7 @@ class WMRLReward:
                     f"completions {first}..{first + group_size - 1} do not share one prompt; TRL's groups "
                     f"are {group_size} consecutive completions: is num_generations={group_size} right?"
                 )
-        anchors = self.loop.plan(n_groups).tolist()
+        anchors = self._plan(n_groups, group_size)
         anchor_rows = [row for row in range(size) if anchors[row // group_size]]
         everything = range(size)
         predicted = self._score(
@@ -213,8 +225,31 @@ class WMRLReward:
             for value, score in zip(values.tolist(), trained_on, strict=True)
         ]
 
+    def _plan(self, n_groups: int, group_size: int) -> list[bool]:
+        """The anchor decisions of one reward call's groups, the fraction kept across small calls."""
+        config = self.loop.config
+        fraction, minimum = config.anchor_fraction, config.min_anchor_groups
+        if not (0.0 < fraction * n_groups < minimum) or config.anchor_selection == "uncertainty":
+            return [bool(anchor) for anchor in self.loop.plan(n_groups)]
+        if not self._warned_small_calls:
+            self._warned_small_calls = True
+            needed = math.ceil(minimum / fraction)
+            warnings.warn(
+                f"each TRL reward call holds {n_groups} group(s) of num_generations={group_size}, fewer than "
+                f"the {needed} that anchor_fraction={fraction} with min_anchor_groups={minimum} needs in "
+                f"one call: planned call by call, every call would anchor {minimum} group(s), a fraction of "
+                f"{min(1.0, minimum / n_groups):.2f}. WMRLReward carries the anchor credit across calls "
+                f"instead: one call in about {1 / (fraction * n_groups):.1f} anchors, so the running "
+                f"fraction is {fraction} (logged as wmrl/anchor_fraction_cumulative). To plan each call on "
+                f"its own, give it at least {needed * group_size} completions: raise "
+                "per_device_train_batch_size * steps_per_generation (or generation_batch_size)",
+                stacklevel=3,
+            )
+        return [bool(anchor) for anchor in self.loop.scheduler.select(n_groups, min_per_step=0)]
+
     def state_dict(self) -> dict[str, Any]:
-        """The correction loop's state (anchor scheduler, calibration buffer and map, IV state)."""
+        """The correction loop's state (anchor scheduler with the anchor credit carried between reward
+        calls, calibration buffer and map, IV state)."""
         return self.loop.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

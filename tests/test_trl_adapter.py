@@ -12,7 +12,9 @@ stand-in heuristic (reply length), since no world model that reads code runs her
 
 from __future__ import annotations
 
+import copy
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,68 @@ def test_loading_a_checkpoint_folder_without_state_fails_clearly(tmp_path: Path)
         WMRLReward(compiles, length_guess).load_checkpoint(tmp_path)
 
 
+class _SmallCalls:
+    """Drives a WMRLReward the way TRL does with per_device_train_batch_size=2, num_generations=2."""
+
+    def __init__(self, config: CorrectionConfig) -> None:
+        self.anchored_calls: list[int] = []
+        self.metrics: list[dict[str, float]] = []
+        self.calls = 0
+        self.reward = WMRLReward(self._real, length_guess, config, num_generations=2)
+
+    def _real(self, prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
+        self.anchored_calls.append(self.calls)
+        return [float(len(completion)) for completion in completions]
+
+    def run(self, calls: int, groups_per_call: int = 1) -> None:
+        for _ in range(calls):
+            metrics: dict[str, float] = {}
+            prompts = [f"p{self.calls}-{g}" for g in range(groups_per_call) for _ in range(2)]
+            completions = ["ab", "abcd"] * groups_per_call
+            self.reward(prompts=prompts, completions=completions, log_metric=metrics.__setitem__)
+            self.metrics.append(metrics)
+            self.calls += 1
+
+
+def test_one_group_per_call_anchors_the_asked_fraction_over_the_calls_not_every_call() -> None:
+    driver = _SmallCalls(CorrectionConfig(anchor_fraction=0.25, seed=1))
+    with pytest.warns(
+        UserWarning, match=r"holds 1 group.*anchor_fraction=0.25.*at least 8 completions"
+    ) as caught:
+        driver.run(40)
+    assert len([w for w in caught if "TRL reward call" in str(w.message)]) == 1  # warned once
+    assert abs(len(driver.anchored_calls) - 10) <= 1, driver.anchored_calls
+    per_call = [m["wmrl/anchor_fraction"] for m in driver.metrics]
+    assert set(per_call) <= {0.0, 1.0} and sum(per_call) == len(driver.anchored_calls)
+    assert driver.metrics[-1]["wmrl/anchor_fraction_cumulative"] == len(driver.anchored_calls) / 40
+    gaps = np.diff(driver.anchored_calls)
+    assert gaps.min() >= 3, "the credit spreads the anchors out, it does not bunch them"
+
+
+def test_the_anchor_credit_between_calls_resumes_from_the_reward_state() -> None:
+    config = CorrectionConfig(anchor_fraction=0.3, seed=2)
+    whole = _SmallCalls(config)
+    first, second = _SmallCalls(config), _SmallCalls(config)
+    with pytest.warns(UserWarning, match="TRL reward call"):
+        whole.run(23)
+        first.run(7)
+    state = copy.deepcopy(first.reward.state_dict())
+    assert state["scheduler"]["carry"] != 0.0, "the interrupted run must hold some credit to resume"
+    second.reward.load_state_dict(state)
+    second.calls = first.calls
+    with pytest.warns(UserWarning, match="TRL reward call"):
+        second.run(16)
+    assert first.anchored_calls + second.anchored_calls == whole.anchored_calls
+
+
+def test_calls_with_enough_groups_are_planned_call_by_call_without_a_warning() -> None:
+    driver = _SmallCalls(CorrectionConfig(anchor_fraction=0.25, seed=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        driver.run(5, groups_per_call=8)
+    assert [m["wmrl/anchor_groups"] for m in driver.metrics] == [2.0] * 5
+
+
 @pytest.fixture(scope="module")
 def trl_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Execute docs/trl.md's snippet: TRL's GRPOTrainer, 2 steps, SmolLM2-135M + LoRA, on the CPU."""
@@ -159,7 +223,10 @@ def trl_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         },
         "num_generations": 2,
     }
-    exec(compile(snippet(), str(DOCS), "exec"), namespace)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(snippet(), str(DOCS), "exec"), namespace)
+    namespace["wmrl_warnings"] = [str(w.message) for w in caught if "TRL reward call" in str(w.message)]
     return namespace
 
 
@@ -174,6 +241,23 @@ def test_trl_computes_exactly_the_correction_loops_advantages(trl_run: dict[str,
     max_abs_diff = float(np.abs(trl_advantages - loop_advantages).max())
     print(f"max_abs_diff={max_abs_diff:.3e} anchor_weight={reward.last_result.metrics['wmrl/anchor_weight']}")
     assert max_abs_diff < 1e-4  # TRL holds rewards in float32
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_trl_generation_batches_too_small_for_the_fraction_warn_once_and_share_the_anchors(
+    trl_run: dict[str, Any],
+) -> None:
+    """8 completions of num_generations=2 per reward call are 4 groups: at the default anchor_fraction 0.1
+    a per-call minimum of 1 anchored 25% of every call; the credit carried between calls anchors 1 of 8."""
+    trainer, reward = trl_run["trainer"], trl_run["reward"]
+    assert len(trl_run["wmrl_warnings"]) == 1 and "holds 4 group(s)" in trl_run["wmrl_warnings"][0]
+    logged = [
+        entry["wmrl/anchor_fraction"]
+        for entry in trainer.state.log_history
+        if "wmrl/anchor_fraction" in entry
+    ]
+    assert len(logged) == 2 and sum(logged) * 4 == reward.loop.state_dict()["anchors_seen"] == 1
 
 
 @pytest.mark.slow
@@ -236,8 +320,12 @@ def test_trl_passes_unequal_group_weights_through_unchanged(trl_run: dict[str, A
     trainer, reward = trl_run["trainer"], trl_run["reward"]
     warm_up(reward.loop)
     trainer.model.train()
+    # 10 groups: enough for the default anchor_fraction 0.1 to plan an anchor group within this one call
+    # (a smaller call may hold none, and then every group weighs the same).
     inputs = [
-        {"prompt": [{"role": "user", "content": f"Print {k} in Python."}]} for k in range(4) for _ in range(2)
+        {"prompt": [{"role": "user", "content": f"Print {k} in Python."}]}
+        for k in range(10)
+        for _ in range(2)
     ]
     output = trainer._generate_and_score_completions(inputs)  # TRL's own scoring and advantage code
     weights = [group.weight for group in reward.last_result.advantages]

@@ -11,6 +11,11 @@ step and a fraction of 0.1 the realised fraction is 1/8 = 12.5%, not 10% (the su
 later). ``max_in_flight`` bounds how many anchor executions may be pending at once when executions
 finish asynchronously; anchors it withholds are not repaid either.
 
+A caller whose step spans several :meth:`AnchorScheduler.select` calls (TRL hands its reward function
+one generation batch at a time, which may hold a single group) passes ``min_per_step=0`` to the calls
+that are too small for the fraction: the carried remainder then spreads the anchors over the calls,
+so that one call in four anchors its only group at a fraction of 0.25, instead of every call.
+
 Which groups: uniformly at random by default. With a ``priority`` per group (e.g. the world model's
 uncertainty about it, known before any real execution), a share ``1 - random_share`` of the anchor
 slots goes to the highest-priority groups and the rest are drawn uniformly; the caller can tell the
@@ -103,7 +108,9 @@ class AnchorScheduler:
         self._in_flight = 0
         self._last_random = np.zeros(0, dtype=bool)
 
-    def select(self, n_groups: int, priority: Sequence[float] | None = None) -> np.ndarray:
+    def select(
+        self, n_groups: int, priority: Sequence[float] | None = None, *, min_per_step: int | None = None
+    ) -> np.ndarray:
         """Decide which of the next ``n_groups`` groups are anchor groups.
 
         The chosen groups occupy in-flight slots until :meth:`release` frees them.
@@ -114,14 +121,22 @@ class AnchorScheduler:
                 e.g. the world model's uncertainty). Each anchor slot is drawn uniformly with
                 probability ``random_share``, else given to the highest-priority group not yet chosen.
                 ``None``: every slot is uniform.
+            min_per_step: this call's minimum instead of the scheduler's own (``None``). Pass 0 for a
+                call that is only part of a step, so that the carried remainder, not the minimum,
+                decides its anchors (see the module docstring).
 
         Returns:
             A boolean mask of length ``n_groups``, True for anchor groups; :attr:`last_random` marks
             those drawn uniformly.
 
         Raises:
-            ConfigError: ``n_groups`` is negative, or ``priority`` has the wrong length or a NaN.
+            ConfigError: ``n_groups`` or ``min_per_step`` is negative, or ``priority`` has the wrong
+                length or a NaN.
         """
+        if min_per_step is not None and min_per_step < 0:
+            raise ConfigError(
+                f"min_per_step={min_per_step!r} is negative; pass 0 (no minimum), more, or None"
+            )
         if n_groups < 0:
             raise ConfigError(f"n_groups={n_groups!r} is negative; pass the number of groups in the step")
         if priority is not None:
@@ -132,7 +147,8 @@ class AnchorScheduler:
                     "infinity; pass one finite number per group"
                 )
         desired = self.fraction * n_groups + self._carry
-        k = max(self.min_per_step, math.floor(desired + 0.5))
+        minimum = self.min_per_step if min_per_step is None else int(min_per_step)
+        k = max(minimum, math.floor(desired + 0.5))
         k = min(k, n_groups, self.free_slots)
         self._carry = min(_CARRY_LIMIT, max(-_CARRY_LIMIT, desired - k))
         mask = np.zeros(n_groups, dtype=bool)
