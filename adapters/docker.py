@@ -410,7 +410,8 @@ class DockerSandbox:
         self.is_root = os.geteuid() == 0
         self.degradations: tuple[str, ...] = ()
         if not self.is_root:
-            self.degradations = ("not root: the run dir is not a disk-capped tmpfs (file-size ulimit only)",)
+            self.degradations = ("not root: the run dir is not a disk-capped tmpfs (file-size ulimit only) "
+                                 "and inputs show their host paths",)
             if strict:
                 raise IsolationUnavailableError(
                     "the docker sandbox needs root to mount a disk-capped run dir; run as root or pass "

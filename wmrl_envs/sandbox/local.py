@@ -232,7 +232,8 @@ class BubblewrapSandbox:
         self.use_cgroups = self.cgroup_version is not None
         degradations: list[str] = []
         if not self.is_root:
-            degradations.append("not root: no uid drop, no disk-capped tmpfs, no cgroups")
+            degradations.append("not root: no uid drop, no disk-capped tmpfs, no cgroups, inputs show their "
+                                "host paths")
         elif not self.use_cgroups:
             degradations.append(
                 "no cgroups (neither v1 memory+pids nor a v2 group that can delegate them): memory by "
