@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from wmrl_adapters.train.state_io import load_state, save_state
 
 from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError, require
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
@@ -259,8 +260,12 @@ class WMRLReward:
     def load_checkpoint(self, checkpoint_dir: str | Path) -> None:
         """Restore the state saved in a TRL checkpoint folder; call it before resuming the trainer.
 
+        The file is loaded as plain data (:func:`~wmrl_adapters.train.state_io.load_state`): nothing in
+        it can run code.
+
         Raises:
-            CheckpointError: the folder holds no :data:`STATE_FILE` (not saved by an attached WMRLReward).
+            CheckpointError: the folder holds no :data:`STATE_FILE` (not saved by an attached WMRLReward),
+                or one that is not plain data (written by an older wmrl, or tampered with).
         """
         path = Path(checkpoint_dir) / STATE_FILE
         if not path.is_file():
@@ -268,7 +273,15 @@ class WMRLReward:
                 f"{path} does not exist; the checkpoint was not written by a trainer with an attached "
                 "WMRLReward, so the correction state cannot be resumed"
             )
-        self.load_state_dict(torch.load(path, weights_only=False))
+        self.load_state_dict(
+            load_state(
+                path,
+                if_older=(
+                    "resume the TRL checkpoint without calling load_checkpoint (the calibration starts "
+                    "again from nothing), or with the wmrl version that wrote it"
+                ),
+            )
+        )
 
     @staticmethod
     def _score(
@@ -328,8 +341,6 @@ def _checkpoint_callback(reward: WMRLReward) -> Any:
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             folder.mkdir(parents=True, exist_ok=True)
-            staging = folder / f".{STATE_FILE}.tmp"
-            torch.save(reward.state_dict(), staging)
-            staging.replace(folder / STATE_FILE)
+            save_state(folder / STATE_FILE, reward.state_dict())
 
     return SaveCorrectionState()

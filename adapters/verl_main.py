@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from wmrl_adapters.train.state_io import load_state, save_state
 from wmrl_adapters.verl import ADV_ESTIMATOR_NAME, BatchScorer, WMRLRewardManager, _verl, register
 
 from wmrl_algos.errors import ConfigError
@@ -258,17 +259,27 @@ class WMRLRewardStep:
         settings = check_config(self.config)  # type: ignore[attr-defined]
         manager = settings.manager(self.tokenizer)  # type: ignore[attr-defined]
         if getattr(self, "global_steps", 0) > 0:
-            path = self.wmrl_state_path(resuming=True)
-            if path.is_file():
-                manager.load_state_dict(_verl("torch").load(path, weights_only=False))
-            else:
-                warnings.warn(
-                    f"verl resumed step {self.global_steps} but {path} does not exist (a checkpoint of a run "
-                    "without WMRL?): the calibration and weights start again from nothing",
-                    stacklevel=2,
-                )
+            self.restore_wmrl_state(manager)
         self.wmrl_reward = WholeBatchReward(manager)
         self.reward_loop_manager = self.wmrl_reward
+
+    def restore_wmrl_state(self, manager: WMRLRewardManager) -> None:
+        """Load the state verl's resumed checkpoint holds into ``manager``, as plain data (nothing in the
+        file can run code); warn and start afresh when the checkpoint has none.
+
+        Raises:
+            CheckpointError: the state file is not plain data (written by an older wmrl, or tampered with).
+        """
+        path = self.wmrl_state_path(resuming=True)
+        if not path.is_file():
+            warnings.warn(
+                f"verl resumed step {self.global_steps} but {path} does not exist (a checkpoint of a run "
+                "without WMRL?): the calibration and weights start again from nothing",
+                stacklevel=3,
+            )
+            return
+        older = f"delete {path} to resume verl's checkpoint with the calibration starting again from nothing"
+        manager.load_state_dict(load_state(path, if_older=older))
 
     def wmrl_state_path(self, resuming: bool = False) -> Path:
         """``wmrl.pt`` in the checkpoint folder of this step: where verl saves, or the one it resumed."""
@@ -285,7 +296,7 @@ class WMRLRewardStep:
         """Save the correction loop's state next to verl's checkpoint of this step."""
         path = self.wmrl_state_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        _verl("torch").save(self.wmrl_reward.manager.state_dict(), path)  # type: ignore[union-attr]
+        save_state(path, self.wmrl_reward.manager.state_dict())  # type: ignore[union-attr]
 
     def _compute_reward_colocate(self, batch: Any, metrics: dict[str, Any] | None = None) -> Any:
         """Stage the group columns, then verl's own whole-batch reward step (which calls the manager)."""

@@ -83,3 +83,31 @@ def test_push_rejects_a_trajectory_without_states_or_of_another_layout() -> None
 def test_config_rejects_invalid_values(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         LearnedProgressConfig(**kwargs)
+
+
+def test_a_saved_scorer_restores_as_plain_data_and_refits_identically(tmp_path) -> None:
+    from wmrl_adapters.train.state_io import load_state, save_state
+
+    rng = np.random.default_rng(4)
+    scorer = LearnedProgressScorer(FAST)
+    for k in range(6):
+        scorer.push(_trajectory(k % 2 == 0, rng), success=k % 2 == 0)
+    scorer.refit()
+    save_state(tmp_path / "scorer.pt", scorer.state_dict())
+    restored = LearnedProgressScorer(FAST)
+    restored.load_state_dict(load_state(tmp_path / "scorer.pt", if_older=""))
+    probe = [progress_input(_trajectory(True, rng))]
+    assert restored.progress(probe)[0].progress.tolist() == scorer.progress(probe)[0].progress.tolist()
+    extra = _trajectory(False, rng)
+    for model in (scorer, restored):
+        model.push(extra, success=False)
+        model.refit()  # the bootstrap draws continue from the saved generator
+    assert restored.progress(probe)[0].progress.tolist() == scorer.progress(probe)[0].progress.tolist()
+
+
+def test_a_scorer_state_of_another_config_is_refused() -> None:
+    from wmrl_algos.errors import CheckpointError
+
+    state = LearnedProgressScorer(FAST).state_dict()
+    with pytest.raises(CheckpointError, match="build it with the saved config"):
+        LearnedProgressScorer(LearnedProgressConfig(members=4)).load_state_dict(state)

@@ -23,6 +23,7 @@ from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied import EmbodiedTrainer, EpisodeJob, EpisodeRunner
 from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
 from wmrl_adapters.train.rundir import learning_metrics, read_metrics
+from wmrl_adapters.train.state_io import load_state
 
 from wmrl_envs.embodied import RobosuiteEnv
 
@@ -173,5 +174,5 @@ def test_sft_on_libero_clones_the_scripted_pick_and_place_expert(tmp_path):
     final = summary["final"]
     assert final["sft/demo_success_rate"] == 1.0 and 50 < final["sft/pairs"] < 150
     assert final["compute/demo_episodes"] == 1 and final["sft/bc_loss_last"] < final["sft/bc_loss_first"]
-    state = torch.load(tmp_path / "sft" / "policy.pt", weights_only=False)
+    state = load_state(tmp_path / "sft" / "policy.pt", if_older="")
     GaussianMLPPolicy({"proprio": 9, "object_state": 70}, seed=1).load_state_dict(state)  # strict: fits

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from _helpers import TINY_GROUP_ARGS
 
 TINY = [
@@ -96,6 +97,24 @@ def test_resume_with_another_config_is_refused_and_overwrites_nothing(trained):
     assert result.returncode == 2
     assert "another config" in result.stderr and "algo" in result.stderr
     assert before == {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_resume_with_more_steps_extends_a_finished_run(trained, tmp_path):
+    root, _ = trained
+    run = tmp_path / "run"
+    shutil.copytree(root / "run", run)
+    result = wmrl("train", "--resume", str(run), "--steps", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1.0, 2.0, 3.0]
+    assert json.loads((run / "config.json").read_text())["steps"] == 3
+    assert "done: 3 steps" in result.stdout
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["state"]["step"] == 3  # plain data
+    fewer = wmrl("train", "--resume", str(run), "--steps", "2", cwd=tmp_path)
+    assert fewer.returncode == 2
+    assert "has done 3 steps" in fewer.stderr and "--steps 3 or more" in fewer.stderr
 
 
 @pytest.mark.integration

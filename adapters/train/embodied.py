@@ -47,6 +47,7 @@ from gymnasium.error import InvalidAction
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
 from wmrl_adapters.train.rundir import RunTrainer, mean_known
+from wmrl_adapters.train.state_io import load_state, save_state
 from wmrl_adapters.train.trainer import correction_config
 
 from wmrl_algos.errors import ConfigError
@@ -315,13 +316,15 @@ class EmbodiedTrainer(RunTrainer):
         return 1 if self.config.algo == "sft" else self.config.steps
 
     def _load_init(self, path: Path) -> None:
+        fix = f"pass the {POLICY_FILE} of an sft run with the same env"
+        if not path.is_file():
+            raise ConfigError(f"init={str(path)!r} does not exist; {fix}")
+        state = load_state(path, if_older=f"run the sft stage again with this wmrl and {fix}")
         try:
-            state = torch.load(path, weights_only=False)
             self.policy.load_state_dict(state)
-        except (OSError, RuntimeError, KeyError) as error:
+        except (RuntimeError, KeyError) as error:
             raise ConfigError(
-                f"init={str(path)!r} is not a policy checkpoint for {self.config.policy} ({error}); pass the "
-                f"{POLICY_FILE} of an sft run with the same env"
+                f"init={str(path)!r} is not a policy checkpoint for {self.config.policy} ({error}); {fix}"
             ) from error
 
     # ----------------------------------------------------------------------------------- rollouts
@@ -498,7 +501,7 @@ class EmbodiedTrainer(RunTrainer):
             self.policy, demos.observations, demos.actions, epochs=config.bc_epochs, seed=config.seed
         )
         self.counts["policy_seconds"] += time.perf_counter() - fit_started
-        torch.save(self.policy.state_dict(), self.run_dir / "policy.pt")
+        save_state(self.run_dir / POLICY_FILE, self.policy.state_dict())
         self.step += 1
         metrics = {
             "step": float(self.step),
@@ -579,7 +582,7 @@ class EmbodiedTrainer(RunTrainer):
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "loop": self.loop.state_dict(),
-            "scorer": self.scorer if self.config.world_model == "learned" else None,
+            "scorer": self.scorer.state_dict() if self.config.world_model == "learned" else None,
             "counts": dict(self.counts),
         }
 
@@ -589,6 +592,5 @@ class EmbodiedTrainer(RunTrainer):
         self.optimizer.load_state_dict(state["optimizer"])
         self.loop.load_state_dict(state["loop"])
         if state["scorer"] is not None:
-            self.scorer = state["scorer"]
-            self.world_model = ProgressWorldModel(self.scorer, collapse=self.config.collapse)
+            self.scorer.load_state_dict(state["scorer"])
         self.counts.update(state["counts"])

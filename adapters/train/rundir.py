@@ -2,21 +2,20 @@
 
 Why a shared base: what makes a run reproducible and inspectable is the same whatever is trained: the
 resolved ``config.json``, one ``metrics.jsonl`` line per step, a ``checkpoint.pt`` written atomically
-(temporary file + rename) with the RNG states, ``--resume`` that refuses other settings and recomputes
-the metrics after the checkpoint, Ctrl-C/SIGTERM saving the last completed step, a tqdm bar, plots and
-``summary.json`` at the end. :class:`RunTrainer` holds all of it; a trainer supplies the step
-(:meth:`RunTrainer.train_step`), the evaluation (:meth:`RunTrainer.evaluate_metrics`), what its
-checkpoint holds beyond the common part (:meth:`RunTrainer.extra_state` /
-:meth:`RunTrainer.restore_extra`) and its plots.
+(temporary file + rename) with the RNG states, as plain data that loading cannot run code from
+(:mod:`~wmrl_adapters.train.state_io`), ``--resume`` that refuses other settings (a new ``--steps``
+extends or shortens the run) and recomputes the metrics after the checkpoint, Ctrl-C/SIGTERM saving the
+last completed step, a tqdm bar, plots and ``summary.json`` at the end. :class:`RunTrainer` holds all
+of it; a trainer supplies the step (:meth:`RunTrainer.train_step`), the evaluation
+(:meth:`RunTrainer.evaluate_metrics`), what its checkpoint holds beyond the common part
+(:meth:`RunTrainer.extra_state` / :meth:`RunTrainer.restore_extra`) and its plots.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
-import os
 import random
 import signal
 import threading
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from wmrl_adapters.train.state_io import load_state, state_bytes, write_atomic
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_algos.grpo import GRPOConfig, grpo_loss
@@ -65,20 +65,6 @@ class RunConfig(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
     def learning_settings(self) -> dict[str, Any]: ...
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename: a failure leaves the old file intact."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
@@ -198,12 +184,18 @@ class RunTrainer:
 
     # ----------------------------------------------------------------------------------- the directory
     def open_run_dir(self, config: RunConfig, run_dir: Path, resume: bool) -> None:
-        """Check ``run_dir`` for a new run or a resume of the same settings (nothing is written here).
+        """Check ``run_dir`` for a new run, or read the checkpoint of the run to resume (nothing is written).
+
+        A resumed run may change ``steps`` (to extend a finished run, or stop an unfinished one sooner)
+        down to the steps it has done; any other learning setting must equal the saved one. The
+        checkpoint is read here, before a trainer builds anything costly, so a file that is not plain
+        data is refused first (:func:`~wmrl_adapters.train.state_io.load_state`).
 
         Raises:
             ConfigError: ``run_dir`` holds another run (without ``resume``), or ``config`` differs from
-                the saved config of the run being resumed.
-            CheckpointError: ``resume`` without a checkpoint.
+                the saved config of the run being resumed in more than ``steps``, or has fewer steps
+                than the run has done.
+            CheckpointError: ``resume`` without a checkpoint, or one that cannot be loaded safely.
         """
         self.run_dir = Path(run_dir)
         self.config = config
@@ -211,24 +203,20 @@ class RunTrainer:
         self.last_eval = {}
         self._resume = resume
         self._boundary: bytes | None = None
+        self._saved_state: dict[str, Any] | None = None
+        self._saved_config: dict[str, Any] = {}
         saved = self.run_dir / CONFIG
         if resume:
             if not saved.is_file() or not (self.run_dir / CHECKPOINT).is_file():
                 raise CheckpointError(f"{self.run_dir} has no {CONFIG} and {CHECKPOINT}; nothing to resume")
-            previous = json.loads(saved.read_text())
-            current = config.learning_settings()
-            differing = sorted(
-                k
-                for k in current.keys() | previous.keys()
-                if k != "progress" and current.get(k) != previous.get(k)
-            )
-            if differing:
-                details = ", ".join(
-                    f"{k}: run {previous.get(k)!r} vs now {current.get(k)!r}" for k in differing
-                )
+            self._saved_config = json.loads(saved.read_text())
+            self._check_same_settings(self._saved_config)
+            self._saved_state = self._read_checkpoint()
+            done = int(self._saved_state["step"])
+            if done > self.total_steps:
                 raise ConfigError(
-                    f"cannot resume {self.run_dir}: it was made with another config ({details}); resume "
-                    "without changing settings, or start a new run directory"
+                    f"cannot resume {self.run_dir} with steps={config.steps}: the run has done {done} steps "
+                    f"(it can only go on); pass --steps {done} or more"
                 )
         elif saved.is_file():
             raise ConfigError(
@@ -236,15 +224,36 @@ class RunTrainer:
                 "another --out directory (nothing was overwritten)"
             )
 
+    def _check_same_settings(self, previous: Mapping[str, Any]) -> None:
+        current = self.config.learning_settings()
+        differing = sorted(
+            key
+            for key in current.keys() | previous.keys()
+            if key not in ("progress", "steps") and current.get(key) != previous.get(key)
+        )
+        if differing:
+            details = ", ".join(f"{k}: run {previous.get(k)!r} vs now {current.get(k)!r}" for k in differing)
+            raise ConfigError(
+                f"cannot resume {self.run_dir}: it was made with another config ({details}); resume "
+                "without changing settings (only --steps may change), or start a new run directory"
+            )
+
     def start_run_dir(self) -> None:
-        """Write the new run's ``config.json`` and empty metrics, or restore the resumed checkpoint."""
+        """Write the new run's ``config.json`` and empty metrics, or restore the resumed checkpoint (and
+        write the resumed run's ``config.json`` again when its ``steps`` changed)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self._resume:
-            self._load(self.run_dir / CHECKPOINT)
+        if self._saved_state is not None:
+            self._restore(self._saved_state)
+            self._saved_state = None
+            if self.config.to_dict() != self._saved_config:
+                self._write_config()
         else:
-            (self.run_dir / CONFIG).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            self._write_config()
             (self.run_dir / METRICS).write_text("")
         self._tensorboard = self._open_tensorboard()
+
+    def _write_config(self) -> None:
+        write_atomic(self.run_dir / CONFIG, (json.dumps(self.config.to_dict(), indent=2) + "\n").encode())
 
     def _open_tensorboard(self) -> Any:
         try:
@@ -349,10 +358,9 @@ class RunTrainer:
 
     def step_saved(self) -> int:
         """The step of the checkpoint on disk (0 if none)."""
-        path = self.run_dir / CHECKPOINT
-        if not path.is_file():
+        if not (self.run_dir / CHECKPOINT).is_file():
             return 0
-        return int(torch.load(path, weights_only=False)["step"])
+        return int(self._read_checkpoint()["step"])
 
     def _finish(self) -> dict[str, Any]:
         lines = read_metrics(self.run_dir / METRICS)
@@ -380,7 +388,6 @@ class RunTrainer:
     # ---------------------------------------------------------------------------------- checkpoints
     def _state_bytes(self) -> bytes:
         state = {
-            "format": 1,
             "step": self.step,
             "config": self.config.learning_settings(),
             "rng": {
@@ -391,21 +398,35 @@ class RunTrainer:
             "last_eval": self.last_eval,
             **self.extra_state(),
         }
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        return buffer.getvalue()
+        return state_bytes(state)
 
-    def _load(self, path: Path) -> None:
+    def _read_checkpoint(self) -> dict[str, Any]:
+        path = self.run_dir / CHECKPOINT
+        state = load_state(
+            path,
+            if_older=(
+                f"start a new run from its settings (wmrl train --config {self.run_dir / CONFIG} --out "
+                "NEW_DIR) or train it with the wmrl version that wrote it"
+            ),
+        )
+        if not isinstance(state.get("step"), int):
+            raise CheckpointError(f"{path} has no integer 'step'; it is not a checkpoint of wmrl train")
+        return state
+
+    def _restore(self, state: Mapping[str, Any]) -> None:
+        """Continue from a checkpoint's state; the metrics lines after its step are dropped."""
         try:
-            state = torch.load(path, weights_only=False)
-        except Exception as error:  # a torn or foreign file: say which, never guess
-            raise CheckpointError(f"cannot read checkpoint {path}: {error}") from error
-        self.step = int(state["step"])
-        self.restore_extra(state)
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
-        self.last_eval = dict(state["last_eval"])
+            self.step = int(state["step"])
+            self.restore_extra(state)
+            torch.set_rng_state(state["rng"]["torch"])
+            np.random.set_state(state["rng"]["numpy"])
+            random.setstate(state["rng"]["python"])
+            self.last_eval = dict(state["last_eval"])
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
+            raise CheckpointError(
+                f"the checkpoint {self.run_dir / CHECKPOINT} does not fit this run ({error!r}); resume it "
+                "with the settings that wrote it, or start a new run directory"
+            ) from error
         lines = [line for line in read_metrics(self.run_dir / METRICS) if line["step"] <= self.step]
         write_atomic(
             self.run_dir / METRICS,

@@ -28,6 +28,7 @@ actually burnt. Evaluation compute is reported apart (``eval/...``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -56,6 +57,7 @@ from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.env import extract_code
+from wmrl_envs.kaggle.outcome import Outcome
 from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.ledger import CostLedger
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, best_return
@@ -424,7 +426,12 @@ class Trainer(RunTrainer):
             "ledger": self.ledger.state_dict(),
             "meter": self.meter.state_dict(),
             "eval_meter": self.eval_meter.state_dict(),
-            "cache": self.cache.state_dict() if self.cache is not None else None,
+            "cache": None
+            if self.cache is None
+            else {
+                key: {"outcome": dataclasses.asdict(outcome), "cpu_s": cpu_s}
+                for key, (outcome, cpu_s) in self.cache.state_dict().items()
+            },
             "seconds": {
                 "policy": self.policy_seconds,
                 "learn": self.learn_seconds,
@@ -443,7 +450,11 @@ class Trainer(RunTrainer):
         self.meter.load_state_dict(state["meter"])
         self.eval_meter.load_state_dict(state["eval_meter"])
         if self.cache is not None and state["cache"] is not None:
-            self.cache.load_state_dict({**self.cache.state_dict(), **state["cache"]})
+            saved = {
+                key: (Outcome(**entry["outcome"]), float(entry["cpu_s"]))
+                for key, entry in state["cache"].items()
+            }
+            self.cache.load_state_dict({**self.cache.state_dict(), **saved})
         self.policy_seconds = state["seconds"]["policy"]
         self.learn_seconds = state["seconds"]["learn"]
         self.wall_seconds = state["seconds"]["wall"]

@@ -16,15 +16,15 @@ present), flattened; images are left to image models (Robometer).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from wmrl_algos.errors import ConfigError
+from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.embodied.progress import ProgressCurve, ProgressInput, progress_input
 
 __all__ = ["LearnedProgressConfig", "LearnedProgressScorer"]
@@ -202,15 +202,60 @@ class LearnedProgressScorer:
         y = torch.from_numpy(np.concatenate(targets).astype(np.float32))
         return x, y
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly, as plain data: config, trajectories, members, generator."""
+        return {
+            "config": asdict(self.config),
+            "trajectories": [
+                {"states": states, "success": success} for states, success in self._trajectories
+            ],
+            "members": [member.state_dict() for member in self._members],
+            "mean": self._mean,
+            "scale": self._scale,
+            "generator": self._generator.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` into a scorer built with the same config.
+
+        Raises:
+            CheckpointError: the state was saved with another config, or is incomplete or corrupt.
+        """
+        if dict(state.get("config", {})) != asdict(self.config):
+            raise CheckpointError(
+                f"the learned scorer's state was saved with {state.get('config')!r}, this scorer has "
+                f"{asdict(self.config)!r}; build it with the saved config"
+            )
+        try:
+            trajectories = [
+                (np.asarray(t["states"], np.float32), bool(t["success"])) for t in state["trajectories"]
+            ]
+            mean, scale = state["mean"], state["scale"]
+            members = []
+            for weights in state["members"]:
+                member = self._member(int(mean.shape[0]))
+                member.load_state_dict(weights)
+                member.eval()
+                members.append(member)
+            generator = np.random.default_rng()
+            generator.bit_generator.state = state["generator"]
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
+            raise CheckpointError(
+                f"the learned scorer's state is incomplete or corrupt ({error!r}); pass a state produced by "
+                "LearnedProgressScorer.state_dict()"
+            ) from error
+        self._trajectories, self._members, self._generator = trajectories, members, generator
+        self._mean, self._scale = mean, scale
+
+    def _member(self, width: int) -> nn.Module:
+        hidden = self.config.hidden
+        return nn.Sequential(
+            nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1)
+        )
+
     def _fit_member(self, x: torch.Tensor, y: torch.Tensor) -> nn.Module:
         config = self.config
-        member = nn.Sequential(
-            nn.Linear(x.shape[1], config.hidden),
-            nn.Tanh(),
-            nn.Linear(config.hidden, config.hidden),
-            nn.Tanh(),
-            nn.Linear(config.hidden, 1),
-        )
+        member = self._member(x.shape[1])
         optimizer = torch.optim.Adam(member.parameters(), lr=config.learning_rate)
         loss_fn = nn.BCEWithLogitsLoss()
         order = np.arange(x.shape[0])
