@@ -67,7 +67,7 @@ from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
 from wmrl_envs.sandbox.lifetime import owner_alive, owner_tag, parse_owner, sweep_stale
 from wmrl_envs.sandbox.local import SHM_MB, input_target
 from wmrl_envs.sandbox.process import ProcessOutcome
-from wmrl_envs.sandbox.results import build_result
+from wmrl_envs.sandbox.results import build_result, unencodable_code_result
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out, neutral_bind_script, overlay_available
 
 __all__ = [
@@ -448,6 +448,9 @@ class DockerSandbox:
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
         """Execute one request (see :class:`~wmrl_envs.sandbox.base.Sandbox`)."""
+        refused = unencodable_code_result(request.code, backend=self.name)
+        if refused is not None:
+            return refused
         uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
         try:
             work = WorkDir(request.disk_mb, owner=uid, capped=self.is_root)

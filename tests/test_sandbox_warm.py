@@ -31,13 +31,21 @@ def _request(code: str, **kwargs: object) -> ExecutionRequest:
     return ExecutionRequest(code=code, timeout_s=30, **kwargs)  # type: ignore[arg-type]
 
 
-def test_warm_run_finds_preloaded_modules_and_runs_as_main(warm: WarmSandbox) -> None:
-    request = _request("import sys; print('json' in sys.modules, __name__, sys.argv)")
+def test_preloaded_modules_are_hidden_until_imported_and_the_solution_runs_as_main(warm: WarmSandbox) -> None:
+    code = ("import sys\nbefore = 'json' in sys.modules\nimport json\n"
+            "print(before, 'json' in sys.modules, 'json.decoder' in sys.modules, __name__, sys.argv)\n")
+    request = _request(code)
     warm.warm_up(request, wait=True)
     result = warm.run(request)
     assert result.status == "ok", result.stderr
-    assert result.stdout == "True __main__ ['solution.py']\n"
+    assert result.stdout == "False True True __main__ ['solution.py']\n"
     assert warm.warm_hits == 1 and "warm worker" in result.detail
+
+
+@pytest.mark.parametrize("preload", [("json", "not a module"), ("json,csv",), ("",)])
+def test_preload_entries_that_are_not_module_names_are_refused(preload: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError, match="dotted module name"):
+        WarmSandbox(BubblewrapSandbox(strict=False), preload=preload)
 
 
 def test_consecutive_warm_runs_share_no_files_and_no_uid(warm: WarmSandbox) -> None:

@@ -63,7 +63,7 @@ from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
 from wmrl_envs.sandbox.lifetime import lifeline_fd, lifeline_guard, owner_guard, sweep_stale
 from wmrl_envs.sandbox.limits import RunCgroups, cgroup_version
 from wmrl_envs.sandbox.process import ManagedProcess
-from wmrl_envs.sandbox.results import build_result
+from wmrl_envs.sandbox.results import build_result, unencodable_code_result
 from wmrl_envs.sandbox.seccomp import seccomp_fd, seccomp_program
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out, neutral_bind_script, overlay_available
 
@@ -478,6 +478,9 @@ class BubblewrapSandbox:
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
         """Execute one request (see :class:`~wmrl_envs.sandbox.base.Sandbox`)."""
+        refused = unencodable_code_result(request.code, backend=self.name)
+        if refused is not None:
+            return refused
         launched = self.launch(request, [self.python, "-s", "-B", "solution.py"])
         return self.finish(launched, request)
 

@@ -3,7 +3,8 @@
 Why shared: the reward ladder reads ``status``, so ``timeout`` versus ``killed`` versus ``error`` must
 mean the same thing whichever backend ran the code. Precedence: the wall clock first (a timed-out run
 is ``timeout`` even if a limit was also hit), then a resource limit that explains a non-zero exit
-(``killed``), then the exit code.
+(``killed``), then the exit code. Code that cannot even be written as a source file is a result too
+(:func:`unencodable_code_result`), never an exception: the policy wrote it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from wmrl_envs.sandbox.base import ExecutionResult, RunStatus
 from wmrl_envs.sandbox.process import ProcessOutcome
 from wmrl_envs.sandbox.workdir import CopiedOutput
 
-__all__ = ["build_result", "signal_name"]
+__all__ = ["build_result", "signal_name", "unencodable_code_result"]
 
 
 def signal_name(number: int) -> str:
@@ -25,6 +26,33 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def unencodable_code_result(code: str, *, backend: str) -> ExecutionResult | None:
+    """The result for code that is not valid Unicode text (a lone surrogate), or None for any other code.
+
+    Why: a solution is written as a UTF-8 ``solution.py``; a ``str`` holding a lone surrogate such as
+    ``'\\ud800'`` (which a policy can produce) has no UTF-8 form, so ``str.encode`` raised
+    ``UnicodeEncodeError`` out of every backend's ``run``. Such code is not run: it is an ``error``
+    with no exit code and a detail naming the character and its position.
+
+    Example:
+        >>> result = unencodable_code_result("x = '\\ud800'", backend="local")
+        >>> result.status, result.exit_code, "lone surrogate" in result.detail
+        ('error', None, True)
+        >>> unencodable_code_result("print('ok')", backend="local") is None
+        True
+    """
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as error:
+        character = ascii(code[error.start])
+        return ExecutionResult(
+            status="error", exit_code=None, stdout="", stderr="", wall_s=0.0, backend=backend,
+            detail=f"not run: the code is not valid Unicode text (lone surrogate {character} at character "
+                   f"{error.start}); a solution must be UTF-8 encodable",
+        )
+    return None
 
 
 def build_result(

@@ -18,7 +18,7 @@ from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
 from wmrl_envs.sandbox.lifetime import sweep_stale
 from wmrl_envs.sandbox.local import input_target
 from wmrl_envs.sandbox.process import ManagedProcess
-from wmrl_envs.sandbox.results import build_result
+from wmrl_envs.sandbox.results import build_result, unencodable_code_result
 from wmrl_envs.sandbox.workdir import OutputStore, WorkDir, copy_out
 
 __all__ = ["UnsafeSandbox"]
@@ -49,13 +49,16 @@ class UnsafeSandbox:
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
         """Execute one request (see :class:`~wmrl_envs.sandbox.base.Sandbox`)."""
+        refused = unencodable_code_result(request.code, backend=self.name)
+        if refused is not None:
+            return refused
         work = WorkDir(request.disk_mb)
         try:
             for name, source in request.inputs.items():
                 link = work.inputs / input_target(name, source)
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(Path(source).resolve())
-            (work.work / "solution.py").write_text(request.code)
+            (work.work / "solution.py").write_text(request.code, encoding="utf-8")
             env = {"PATH": os.defpath, "HOME": str(work.work), "TMPDIR": str(work.tmp), "LANG": "C.UTF-8",
                    **request.env}
             file_cap = request.disk_mb * 1024 * 1024

@@ -19,18 +19,19 @@ workers hold memory (about 150 MB each with pandas + scikit-learn). It pays when
 or the CPUs are not saturated; on saturated cores throughput is unchanged.
 
 Same code, same inputs, same grade, warm or cold (a difference is a reward a policy can learn to
-exploit): the solution runs as the real ``__main__`` module (its globals are ``__main__``'s, with the
-bootstrap's names removed, ``__file__`` set as a cold run sets it), an uncaught exception prints the
-same traceback (no bootstrap frames) and exits 1, a syntax error prints the same report, and the
-worker ends with the steps of the interpreter's teardown a solution can observe, in its order:
-non-daemon threads are joined and executors shut down (``threading._shutdown``), ``atexit`` handlers
-run, ``__main__``'s globals are dropped and collected (a file left open is flushed), streams are
-flushed. It then skips the rest of the teardown (freeing every preloaded module, about 2.5 s with
-pandas and scikit-learn loaded, invisible to the solution); the preloaded objects are frozen out of
-the garbage collector's reach (``gc.freeze``) so that the final collection costs only what the
-solution allocated. The preloaded modules do not count against the solution's memory either: at
-hand-over the run's memory limit is raised by what the worker already uses
-(:meth:`~wmrl_envs.sandbox.limits.RunCgroups.grant_current_usage`). The CPU time and peak memory
+exploit). The worker runs :mod:`~wmrl_envs.sandbox._warm_worker`, which rebuilds what CPython does
+around a script: ``sys.modules`` as a fresh interpreter has it (the preloaded modules are hidden until
+the solution imports them, then handed back with what their import loaded and changed), the run of
+``solution.py`` as the real ``__main__`` (tracebacks, syntax errors, ``SystemExit``), and the steps of
+the teardown a solution can observe, in their order (threads joined, ``atexit``, the standard
+streams flushed as CPython flushes them, so a ``None`` or closed ``sys.stdout`` exits 0 and a failing
+flush exits 120, ``__main__`` freed). It then skips the rest of the teardown (freeing every preloaded
+module, about 2.5 s with pandas and scikit-learn loaded, invisible to the solution); the preloaded
+objects are frozen out of the garbage collector's reach (``gc.freeze``) so that the final collection
+costs only what the solution allocated. Code that Python decodes differently from a file than from
+bytes (a NUL byte, a coding declaration) runs cold. The preloaded modules do not count against the
+solution's memory either: at hand-over the run's memory limit is raised by what the worker already
+uses (:meth:`~wmrl_envs.sandbox.limits.RunCgroups.grant_current_usage`). The CPU time and peak memory
 reported for a warm run include its imports.
 
 Workers are keyed by the run configuration that is fixed at start (inputs, memory, pids, disk, output
@@ -41,16 +42,19 @@ for the next one.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from wmrl_algos.errors import ConfigError, SandboxError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
 from wmrl_envs.sandbox.local import SANDBOX_CWD, BubblewrapSandbox, LaunchedRun
+from wmrl_envs.sandbox.results import unencodable_code_result
 
 __all__ = ["DEFAULT_PRELOAD", "WarmSandbox"]
 
@@ -58,68 +62,10 @@ DEFAULT_PRELOAD: tuple[str, ...] = ("numpy", "pandas", "sklearn", "sklearn.linea
                                     "sklearn.model_selection", "sklearn.metrics")
 """Modules a warm worker imports before it waits for code."""
 
-_BOOTSTRAP = """
-import gc, importlib, sys
-for _name in {preload!r}:
-    try:
-        importlib.import_module(_name)
-    except Exception:
-        pass
-gc.freeze()
-open("/tmp/{ready}", "w").close()
-if sys.stdin.buffer.read(2) != b"go":
-    raise SystemExit(0)
-
-
-def _run(main_globals, sys=sys, gc=gc):
-    import atexit, os, threading, traceback
-    path = {cwd!r} + "/solution.py"
-    sys.argv = ["solution.py"]
-    sys.path[0] = {cwd!r}
-    kept = ("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__annotations__", "__builtins__")
-    for name in [name for name in main_globals if name not in kept]:
-        del main_globals[name]
-    main_globals.update(__file__=path, __cached__=None)
-    with open(path, "rb") as handle:
-        source = handle.read()
-    status = 0
-    try:
-        code = compile(source, path, "exec")
-    except (SyntaxError, MemoryError, RecursionError) as error:
-        sys.stderr.write("".join(traceback.format_exception_only(type(error), error)))
-        code, status = None, 1
-    del source
-    try:
-        if code is not None:
-            exec(code, main_globals)
-    except SystemExit as exit:
-        if exit.code is None or isinstance(exit.code, int):
-            status = exit.code or 0
-        else:
-            print(exit.code, file=sys.stderr)
-            status = 1
-    except BaseException as error:
-        error.__traceback__ = error.__traceback__.tb_next
-        sys.excepthook(type(error), error, error.__traceback__)
-        status = 1
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    main_globals.clear()
-    gc.collect()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            status = status or 120
-    os._exit(status & 0xFF)
-
-
-_run(globals())
-"""
-"""Imports the preloaded modules (then freezes them out of the garbage collector's reach), waits for
-``go``, runs ``solution.py`` as ``__main__`` runs cold, and ends the way the interpreter's own teardown
-ends a cold run, in its order: join non-daemon threads and executors, run ``atexit`` handlers, drop
-``__main__``'s globals and collect (unclosed files are flushed), flush the streams, exit."""
+_WORKER_SOURCE = (Path(__file__).parent / "_warm_worker.py").read_text(encoding="utf-8")
+_LAUNCHER = "import sys; worker = {'__name__': 'wmrl_warm'}; exec(sys.argv.pop(1), worker); worker['main']()"
+"""Runs the worker's source (the package is not mounted in the sandbox) in a namespace of its own."""
+_CODING_DECLARATION = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 _READY_FILE = ".wmrl-warm-ready"
 _ConfigKey = tuple[object, ...]
@@ -127,6 +73,16 @@ _ConfigKey = tuple[object, ...]
 
 def _is_ready(launched: LaunchedRun) -> bool:
     return (launched.work.tmp / _READY_FILE).exists()
+
+
+def _cold_only_reason(code: str) -> str | None:
+    """Why ``code`` must run cold: Python decodes it differently from a file than from bytes, else None."""
+    source = code.encode("utf-8")
+    if b"\0" in source:
+        return "a NUL byte"
+    if _CODING_DECLARATION.search(b"\n".join(source.splitlines()[:2])):
+        return "a coding declaration"
+    return None
 
 
 def _config_key(request: ExecutionRequest) -> _ConfigKey:
@@ -150,7 +106,8 @@ class WarmSandbox:
         max_configs: configurations kept warm (least recently used ones are dropped).
 
     Raises:
-        ConfigError: ``pool_size`` or ``max_configs`` below 1.
+        ConfigError: ``pool_size`` or ``max_configs`` below 1, or a ``preload`` entry that is not a
+            dotted module name.
 
     Example:
         >>> from wmrl_envs.sandbox.local import BubblewrapSandbox
@@ -158,8 +115,9 @@ class WarmSandbox:
         >>> sandbox = WarmSandbox(BubblewrapSandbox(strict=False), pool_size=1, preload=("json",))
         >>> request = ExecutionRequest(code="import sys; print('json' in sys.modules)", timeout_s=30)
         >>> sandbox.warm_up(request, wait=True)
-        >>> sandbox.run(request).stdout
-        'True\\n'
+        >>> result = sandbox.run(request)  # preloaded, yet hidden as in a fresh interpreter
+        >>> result.stdout, result.detail
+        ('False\\n', 'warm worker')
         >>> sandbox.close()
     """
 
@@ -175,12 +133,16 @@ class WarmSandbox:
             raise ConfigError(f"pool_size={pool_size} must be >= 1 (use the plain backend for no pool)")
         if max_configs < 1:
             raise ConfigError(f"max_configs={max_configs} must be >= 1")
+        for module in preload:
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise ConfigError(f"preload entry {module!r} is not a dotted module name; use one like "
+                                  f"'sklearn.metrics'")
         self.name = f"{sandbox.name}-warm"
         self._sandbox = sandbox
         self.pool_size = pool_size
         self.max_configs = max_configs
-        self._command = [sandbox.python, "-s", "-B", "-c",
-                         _BOOTSTRAP.format(preload=tuple(preload), cwd=SANDBOX_CWD, ready=_READY_FILE)]
+        self._command = [sandbox.python, "-s", "-B", "-c", _LAUNCHER, _WORKER_SOURCE, ",".join(preload),
+                         SANDBOX_CWD, f"/tmp/{_READY_FILE}"]
         self._idle: OrderedDict[_ConfigKey, deque[LaunchedRun]] = OrderedDict()
         self._starting: dict[_ConfigKey, int] = {}
         self._spawners: set[threading.Thread] = set()
@@ -270,15 +232,23 @@ class WarmSandbox:
         return found
 
     def run(self, request: ExecutionRequest) -> ExecutionResult:
-        """Execute one request on an idle warm worker if one matches, else cold; then refill the pool."""
+        """Execute one request on an idle warm worker if one matches, else cold; then refill the pool.
+
+        Code that cannot be a source file (a lone surrogate) is refused without running; code that
+        would be decoded differently warm runs cold (see :func:`_cold_only_reason`).
+        """
+        refused = unencodable_code_result(request.code, backend=self.name)
+        if refused is not None:
+            return refused
         key = _config_key(request)
-        launched = self._take(key)
+        reason = _cold_only_reason(request.code)
+        launched = self._take(key) if reason is None else None
         self.warm_up(request)
         if launched is None:
             self.cold_runs += 1
             result = self._sandbox.run(request)
-            return replace(result, detail="; ".join(filter(None, ["cold start (no idle warm worker)",
-                                                                   result.detail])), backend=self.name)
+            why = f"cold run (the code has {reason})" if reason else "cold start (no idle warm worker)"
+            return replace(result, detail="; ".join(filter(None, [why, result.detail])), backend=self.name)
         self.warm_hits += 1
         try:
             self._sandbox.write_code(launched.work, request.code)
