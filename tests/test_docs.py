@@ -52,7 +52,8 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page.name
+        return f"{page}:{self.line}"
 
 
 def fenced_blocks(page: Path) -> list[Block]:
@@ -89,7 +90,12 @@ def python_blocks(page: Path) -> list[Block]:
     return [block for block in fenced_blocks(page) if block.language in PYTHON_INFO]
 
 
-RUNNABLE = [block for page in PAGES for block in python_blocks(page) if block.sketch is None]
+def runnable(page: Path) -> list[Block]:
+    """The Python blocks of ``page`` that run here: every one not marked as a sketch, in page order."""
+    return [block for block in python_blocks(page) if block.sketch is None]
+
+
+RUNNABLE = [block for page in PAGES for block in runnable(page)]
 
 
 def test_the_block_reader_sees_a_fence_inside_a_string_as_code(tmp_path: Path) -> None:
@@ -131,49 +137,89 @@ class Session:
 
     Attributes:
         finished: how many of the page's blocks ran to their end.
-        returncode: the interpreter's exit status.
+        returncode: the interpreter's exit status; None when it ran past the timeout and was killed.
         stderr: what it wrote to stderr (the failing block's traceback).
     """
 
     finished: int
-    returncode: int
+    returncode: int | None
     stderr: str
+
+    def report(self, block: Block, position: int) -> str | None:
+        """Why ``block``, the ``position``-th runnable block of its page, did not run; None if it did."""
+        if position < self.finished:
+            return None
+        if position > self.finished:
+            return f"{block.name} was not reached: a block above it on the page failed"
+        errors = "\n".join(line for line in self.stderr.splitlines() if not line.startswith(DONE))
+        status = "timed out" if self.returncode is None else f"exit status {self.returncode}"
+        return f"{block.name} failed ({status}):\n{errors[-3000:]}"
 
 
 @functools.cache
-def session(page: Path) -> Session:
+def session(page: Path, timeout_s: float = PAGE_TIMEOUT_S) -> Session:
     """Run ``page``'s runnable blocks as one script in an empty directory; note how far it got."""
-    blocks = [block for block in RUNNABLE if block.page == page]
     parts = []
-    for block in blocks:
+    for block in runnable(page):
         parts.append(block.code)
         parts.append(f"__import__('sys').stderr.write({DONE + block.name!r} + '\\n')\n")
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
     with tempfile.TemporaryDirectory(prefix="wmrl-docs-") as directory:
         script = Path(directory) / "session.py"
         script.write_text("\n".join(parts))
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=directory,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=PAGE_TIMEOUT_S,
-        )
-    finished = sum(line.startswith(DONE) for line in done.stderr.splitlines())
-    return Session(finished, done.returncode, done.stderr)
+        returncode: int | None
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script)],
+                cwd=directory,
+                env=environment,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+            returncode, stderr = done.returncode, done.stderr
+        except subprocess.TimeoutExpired as exc:
+            partial = exc.stderr or ""
+            returncode = None
+            stderr = (partial.decode(errors="replace") if isinstance(partial, bytes) else partial) + (
+                f"\nkilled after {timeout_s} s"
+            )
+    finished = sum(line.startswith(DONE) for line in stderr.splitlines())
+    return Session(finished, returncode, stderr)
+
+
+def test_a_failing_block_is_reported_with_its_traceback_and_the_blocks_below_as_not_reached(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    fence = "```"
+    page.write_text(
+        f"{fence}python\nanswer = 41\n{fence}\n\n<!-- sketch: would fail if it ran -->\n{fence}python\n"
+        f"raise RuntimeError('sketch ran')\n{fence}\n\n"
+        f"{fence}python\nassert answer == 42, answer\n{fence}\n\n{fence}python\nprint('below')\n{fence}\n"
+    )
+    first, failing, below = runnable(page)
+    result = session(page)
+    assert result.finished == 1 and result.returncode == 1
+    assert result.report(first, 0) is None
+    assert "AssertionError: 41" in (result.report(failing, 1) or "")
+    assert "not reached" in (result.report(below, 2) or "")
+    assert "sketch ran" not in result.stderr
+
+
+def test_a_block_that_hangs_is_killed_at_the_timeout_and_reported(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nimport time\ntime.sleep(60)\n```\n")
+    result = session(page, timeout_s=2)
+    assert (result.finished, result.returncode) == (0, None)
+    assert "timed out" in (result.report(runnable(page)[0], 0) or "")
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.name for block in RUNNABLE])
 def test_docs_python_block_runs(block: Block) -> None:
-    position = [other for other in RUNNABLE if other.page == block.page].index(block)
-    result = session(block.page)
-    if position < result.finished:
-        return
-    if position > result.finished:
-        pytest.fail(f"{block.name} was not reached: a block above it on the page failed")
-    errors = "\n".join(line for line in result.stderr.splitlines() if not line.startswith(DONE))
-    pytest.fail(f"{block.name} failed (exit status {result.returncode}):\n{errors[-3000:]}")
+    failure = session(block.page).report(block, runnable(block.page).index(block))
+    if failure is not None:
+        pytest.fail(failure)
 
 
 LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
