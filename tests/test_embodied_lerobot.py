@@ -124,6 +124,7 @@ def _inside_stack(out: Path) -> dict[str, Any]:
     import torch
     from wmrl_adapters.train import embodied_policy
     from wmrl_adapters.train.embodied_policy import LeRobotGaussianPolicy, make_random_act
+    from wmrl_adapters.train.state_io import load_state
 
     from wmrl_algos.errors import ConfigError
 
@@ -196,12 +197,12 @@ def _inside_stack(out: Path) -> dict[str, Any]:
         [*cli, *TRAIN_ARGS, "--policy", f"lerobot:{state_dir}", "--out", str(run_dir)], run_dir
     )
     first_seconds = time.perf_counter() - started
-    before = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    before = load_state(run_dir / "checkpoint.pt", if_older="")
     lines_before = len((run_dir / "metrics.jsonl").read_text().splitlines())
     started = time.perf_counter()
     resumed = subprocess.run([*cli, "--resume", str(run_dir)], cwd=REPO, capture_output=True, text=True)
     resume_seconds = time.perf_counter() - started
-    after = torch.load(run_dir / "checkpoint.pt", weights_only=False)
+    after = load_state(run_dir / "checkpoint.pt", if_older="")
     initial = safetensors.torch.load_file(str(state_dir / "model.safetensors"))
 
     def change(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
