@@ -1,7 +1,7 @@
 """The README is a front page: its Python examples run as written, alone, and it reads in five minutes.
 
 Each block runs on its own here (a reader copies one block from the front page); tests/test_docs.py
-also runs them as a session with every other page.
+also runs them in order, as the README's session, like every other page's.
 """
 
 from __future__ import annotations
