@@ -161,6 +161,7 @@ def test_a_correction_loop_state_round_trips_and_the_loop_continues_identically(
         ({"policy": {"head": object()}}, "state['policy']['head']"),
         ({"cache": {("titanic", 1): 0.5}}, "key ('titanic', 1)"),
         ({"outcomes": [np.array([object()], dtype=object)]}, "state['outcomes'][0]"),
+        ({"shape": torch.Size([2, 3])}, "state['shape']"),
     ],
 )
 def test_saving_anything_but_plain_data_is_refused_naming_where_it_sits(value: Any, where: str) -> None:

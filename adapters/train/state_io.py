@@ -111,9 +111,9 @@ def to_plain(value: Any, where: str = "state") -> Any:
         return {_TAG: "numpy.ndarray", "dtype": value.dtype.str, "shape": list(value.shape), "data": data}
     if isinstance(value, np.generic) and value.dtype.kind in _NUMPY_KINDS:
         return {_TAG: "numpy.scalar", "dtype": value.dtype.str, "value": value.item()}
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # a named tuple or torch.Size would come back as a bare tuple: refused
         return {_TAG: "tuple", "items": [to_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]}
-    if isinstance(value, list):
+    if type(value) is list:
         return [to_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, Mapping):
         for key in value:
