@@ -93,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = load_config(args.config, overrides, cls)
         else:
             config = load_config(None, {**saved, **overrides}, cls)
+        from wmrl_adapters.train.evaluate import refuse_unsafe_from_file
+
+        refuse_unsafe_from_file(getattr(config, "sandbox", None), overrides.get("sandbox"), saved_path)
         run_dir = args.resume
     else:
         config = load_config(args.config, overrides, cls)

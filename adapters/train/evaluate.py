@@ -9,7 +9,15 @@ execution, as a Kaggle entry counts its best submission. Its compute goes into i
 Competitions: the suite's held-out split (default), suite ids, or any competition directory in the
 suite's format, MLE-bench's (``prepared/public``; the metric, the hidden answers and the sample
 submission from its ``config.yaml``, see :func:`wmrl_envs.kaggle.competition.load_mlebench_competition`)
-or MLE-Dojo's.
+or MLE-Dojo's. A real MLE-bench or MLE-Dojo install keeps its registry (config, description,
+leaderboards) apart from the prepared data: ``--registry`` names it. The policy has never seen such a
+competition: the design agent chooses from the task features it computes from the competition's public
+data and metric, the LLM agent reads the description; neither needs the id.
+
+Isolation: the sandbox comes from the command line or the run's settings, but never the unsafe backend
+from a file: a run directory's ``config.json`` is data anyone can edit, and ``"sandbox": "unsafe"`` there
+would run the policy's solutions with this user's rights. That takes ``--sandbox unsafe`` typed on the
+command line (:func:`refuse_unsafe_from_file`), and the result then says the solutions ran unisolated.
 """
 
 from __future__ import annotations
@@ -25,11 +33,15 @@ from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, Executi
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.competition import Competition, load_competition
-from wmrl_envs.kaggle.suite import KaggleSuite
+from wmrl_envs.kaggle.metrics import METRICS
+from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.rollouts import TurnContext
 from wmrl_envs.sandbox.base import Sandbox
 
-__all__ = ["EvalResult", "resolve_competitions", "evaluate_policy", "main"]
+__all__ = ["EvalResult", "resolve_competitions", "evaluate_policy", "refuse_unsafe_from_file", "main"]
+
+SANDBOXES: tuple[str, ...] = ("local", "docker", "unsafe")
+"""The backends ``wmrl eval --sandbox`` accepts (``unsafe``: no isolation)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,8 @@ class EvalResult:
         episodes: episodes evaluated.
         per_competition: mean position per competition.
         compute: the evaluation's own compute meter totals.
+        backends: the sandbox backends that ran the executions (sorted).
+        isolated: ``False`` when any execution ran unisolated (the ``unsafe`` backend).
     """
 
     position: float
@@ -54,11 +68,15 @@ class EvalResult:
     episodes: int
     per_competition: dict[str, float]
     compute: dict[str, float]
+    backends: tuple[str, ...]
+    isolated: bool
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
-        """Namespaced scalars (``eval/position``, ``eval/medal_rate``...)."""
+        """Namespaced scalars (``eval/position``, ``eval/medal_rate``...; ``eval/isolated`` is 0 when
+        any execution ran unisolated)."""
         out = {
             f"{prefix}/position": self.position,
+            f"{prefix}/isolated": float(self.isolated),
             f"{prefix}/above_median_rate": self.above_median,
             f"{prefix}/medal_rate": self.medal,
             f"{prefix}/valid_rate": self.valid,
@@ -70,33 +88,95 @@ class EvalResult:
         return out
 
 
-def resolve_competitions(specs: Sequence[str], suite: KaggleSuite) -> list[Competition]:
-    """``heldout`` / ``train`` / ``all``, suite ids and competition directories, in order.
+def resolve_competitions(
+    specs: Sequence[str | Competition],
+    suite: KaggleSuite,
+    *,
+    registry: Path | None = None,
+    metric: str | None = None,
+) -> list[Competition]:
+    """Splits (``heldout`` / ``train`` / ``all``), suite ids, competition directories and loaded
+    competitions, in order.
+
+    Args:
+        specs: splits, suite ids, directories (any layout of
+            :func:`~wmrl_envs.kaggle.competition.load_competition`), or :class:`Competition` objects.
+        suite: the suite the splits and ids refer to.
+        registry: MLE-bench's ``mlebench/competitions/`` or MLE-Dojo's ``mledojo/competitions/``, for
+            directories whose registry lives apart from the prepared data.
+        metric: the metric of directories whose layout names none (MLE-Dojo's; overrides an MLE-bench
+            ``config.yaml``'s grader).
 
     Raises:
         ConfigError: an entry that is neither a split, a suite id nor a competition directory (the
-            message lists the suite's ids); a competition without a leaderboard.
+            message lists the suite's ids); a competition without a leaderboard; a directory whose id is
+            a suite id or another directory's (evaluation, its execution cache and the policy tell
+            competitions apart by id).
+        DataError: a directory of no known layout (the message says what was expected).
     """
     out: list[Competition] = []
+    outside: dict[str, Path] = {}
     for spec in specs:
-        if spec in ("heldout", "train", "all"):
+        if isinstance(spec, Competition):
+            competition = spec
+        elif spec in ("heldout", "train", "all"):
             out += [suite.get(cid) for cid in suite.ids(spec)]  # type: ignore[arg-type]
+            continue
         elif spec in suite:
             out.append(suite.get(spec))
-        elif Path(spec).is_dir():
-            out.append(load_competition(Path(spec)))
+            continue
+        elif Path(spec).exists():
+            competition = load_competition(Path(spec), registry=registry, metric=metric)
         else:
             raise ConfigError(
                 f"unknown competition {spec!r}: not a split (heldout, train, all), not one of the suite's "
                 f"{suite.ids()} and not a competition directory"
             )
+        if not _is_suite_own(competition, suite):
+            public = Path(competition.public_dir).resolve()
+            first = outside.setdefault(competition.id, public)
+            if competition.id in suite or first != public:
+                other = "a built-in suite competition" if competition.id in suite else str(first)
+                raise ConfigError(
+                    f"competition {public} has the id {competition.id!r} of {other}; competitions are told "
+                    "apart by id (execution cache, policy), so rename its directory"
+                )
+        out.append(competition)
     missing = [c.id for c in out if c.leaderboard is None]
     if missing:
         raise ConfigError(
             f"competitions {missing} have no leaderboard, so a position cannot be computed; build one with "
-            "`wmrl leaderboards --ids ...` or add a leaderboard.csv (MLE-bench layout)"
+            "`wmrl leaderboards --ids ...` or add a leaderboard.csv (MLE-bench layout; with --registry, in "
+            "the registry folder)"
         )
     return out
+
+
+def _is_suite_own(competition: Competition, suite: KaggleSuite) -> bool:
+    """Whether ``competition`` is the suite's competition of that id (the same public files)."""
+    if competition.id not in suite:
+        return False
+    own = suite.get(competition.id, with_leaderboard=False)
+    return Path(competition.public_dir).resolve() == Path(own.public_dir).resolve()
+
+
+def refuse_unsafe_from_file(file_sandbox: str | None, command_line_sandbox: str | None, source: Path) -> None:
+    """Refuse the unisolated backend when only a file asks for it.
+
+    Args:
+        file_sandbox: the backend the file (a run's ``config.json``) names, if any.
+        command_line_sandbox: the backend typed on the command line (``--sandbox``), if any.
+        source: the file, for the message.
+
+    Raises:
+        ConfigError: ``file_sandbox`` is ``"unsafe"`` and the command line chose no backend.
+    """
+    if file_sandbox == "unsafe" and command_line_sandbox is None:
+        raise ConfigError(
+            f"{source} asks for the unsafe sandbox, which runs the policy's solutions unisolated with this "
+            "user's rights; isolation is never taken from a file: pass --sandbox unsafe on the command line "
+            "to run them unisolated anyway, or --sandbox local (bubblewrap) or --sandbox docker"
+        )
 
 
 def evaluate_policy(
@@ -134,6 +214,8 @@ def evaluate_policy(
         raise ConfigError(f"samples={samples}, {len(competitions)} competitions; need >= 1 of each")
     meter = ComputeMeter()
     episodes = [(c, k) for c in competitions for k in range(samples)]
+    backends: set[str] = set()
+    isolated = True
     envs = [
         CachedKaggleEnv(
             meter,
@@ -181,6 +263,9 @@ def evaluate_policy(
                 histories[i]["observations"].append(observation)
                 histories[i]["actions"].append(action)
                 histories[i]["infos"].append(info)
+                if info.get("backend"):
+                    backends.add(str(info["backend"]))
+                isolated = isolated and info.get("isolated") is not False
                 value = info.get("ladder_value")
                 if value is not None and (best[i] is None or value > best[i]["ladder_value"]):
                     best[i] = info
@@ -206,11 +291,14 @@ def evaluate_policy(
         episodes=len(episodes),
         per_competition={key: float(np.mean(values)) for key, values in per_competition.items()},
         compute=meter.state_dict(),
+        backends=tuple(sorted(backends)),
+        isolated=isolated,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Evaluate a trained run's policy for real on held-out or any competitions (MLE-bench layout too)."""
+    """Evaluate a trained run's policy for real on held-out or any competitions (MLE-bench and MLE-Dojo
+    directories too, with their registry given by --registry)."""
     import argparse
     import json
 
@@ -223,7 +311,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--competitions",
         nargs="*",
         default=None,
-        help="suite ids, 'heldout' (default), or competition directories (suite or MLE-bench layout)",
+        help="suite ids, 'heldout' (default), or competition directories (the suite's layout, MLE-bench's "
+        "<data>/<id> with prepared/public/, or MLE-Dojo's prepared <competition> with data/public/)",
+    )
+    parser.add_argument(
+        "--registry",
+        type=Path,
+        default=None,
+        help="MLE-bench's mlebench/competitions/ (per competition config.yaml, description.md, "
+        "leaderboard.csv) or MLE-Dojo's mledojo/competitions/ (per competition info/), when it lives apart "
+        "from the prepared data (default: the registry files inside each competition directory)",
+    )
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="metric of the competition directories: needed for MLE-Dojo's (their metrics are code); "
+        f"overrides an MLE-bench config.yaml's grader; one of {', '.join(sorted(METRICS))} or an alias "
+        "(auc, logloss, macro-f1...)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=SANDBOXES,
+        default=None,
+        help="sandbox backend for the executions (default: the run's, but never 'unsafe' from its "
+        "config.json: running solutions unisolated takes --sandbox unsafe here)",
     )
     parser.add_argument(
         "--samples", type=int, default=None, help="episodes per competition (default: the run's)"
@@ -234,23 +345,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not config_path.is_file() or not (args.run_dir / CHECKPOINT).is_file():
         raise ConfigError(f"{args.run_dir} is not a trained run (no config.json and {CHECKPOINT})")
     config = load_config(None, json.loads(config_path.read_text()))
+    refuse_unsafe_from_file(config.sandbox, args.sandbox, config_path)
     if args.samples is not None and args.samples < 1:
         raise ConfigError(f"--samples {args.samples}; pass >= 1")
-    trainer = Trainer(config, args.run_dir, resume=True)
+    if (args.registry is not None or args.metric is not None) and not args.competitions:
+        raise ConfigError(
+            "--registry and --metric apply to competition directories; pass those with --competitions"
+        )
+    if args.registry is not None and not args.registry.is_dir():
+        raise ConfigError(
+            f"--registry {str(args.registry)!r} is not a directory; pass MLE-bench's mlebench/competitions/ "
+            "or MLE-Dojo's mledojo/competitions/"
+        )
+    suite = load_suite()
+    competitions = (
+        resolve_competitions(args.competitions, suite, registry=args.registry, metric=args.metric)
+        if args.competitions
+        else None
+    )
+    trainer = Trainer(config, args.run_dir, resume=True, suite=suite, sandbox=args.sandbox)
     try:
-        if args.competitions:
-            trainer.set_eval_competitions(args.competitions)
+        if competitions is not None:
+            trainer.set_eval_competitions(competitions)
         result = trainer.evaluate(samples=args.samples or max(1, config.eval_samples))
     finally:
         trainer.close()
     metrics = result.metrics()
     print(f"evaluated {result.episodes} episodes on {', '.join(result.per_competition)} (executed for real)")
+    if result.isolated:
+        print(f"  sandbox: {', '.join(result.backends) or 'none'} (isolated)")
+    else:
+        print(
+            f"  sandbox: {', '.join(result.backends)}: the solutions ran UNISOLATED, with this user's rights "
+            "(--sandbox unsafe)"
+        )
     print(
         f"  mean position score {result.position:.3f}   above median {result.above_median:.2f}   "
         f"medal {result.medal:.2f}   valid {result.valid:.2f}"
     )
     for competition, position in result.per_competition.items():
-        print(f"  {competition:<28} position {position:.3f}")
+        print(f"  {competition:<28} position {position:.4f}")
     print(
         f"  evaluation compute (not training): sandbox CPU charged {result.compute['charged_cpu_s']:.1f} s, "
         f"spent {result.compute['spent_cpu_s']:.1f} s"

@@ -138,6 +138,9 @@ class Trainer(RunTrainer):
         suite: the task suite (default: the built-in one).
         ray: a Ray address (``"auto"`` or ``ray://...``) to run the real executions on Ray.
         cache: an execution cache shared with other runs (``wmrl compare``); hits are charged at cost.
+        sandbox: run the executions in this backend instead of ``config.sandbox`` (``wmrl eval
+            --sandbox``: isolation chosen on the command line, not by the run's ``config.json``, which
+            keeps the run's own).
 
     Raises:
         ConfigError: ``run_dir`` holds another run (without ``resume``), or ``config`` differs from the
@@ -158,6 +161,7 @@ class Trainer(RunTrainer):
         suite: KaggleSuite | None = None,
         ray: str | None = None,
         cache: ExecutionCache | None = None,
+        sandbox: str | None = None,
     ) -> None:
         self.open_run_dir(config, run_dir, resume)
         self.suite = suite if suite is not None else load_suite()
@@ -173,7 +177,7 @@ class Trainer(RunTrainer):
         self.meter = ComputeMeter()
         self.eval_meter = ComputeMeter()
         self.cache = (cache if cache is not None else ExecutionCache()) if config.cache else None
-        self.sandbox = self._make_sandbox(ray)
+        self.sandbox = self._make_sandbox(sandbox or config.sandbox, ray)
         self.policy_seconds = 0.0
         self.learn_seconds = 0.0
         self.wall_seconds = 0.0
@@ -223,20 +227,20 @@ class Trainer(RunTrainer):
             self._known[competition_id] = self.suite.get(competition_id)
         return self._known[competition_id]
 
-    def _make_sandbox(self, ray: str | None) -> Any:
-        warm = self.config.sandbox == "local" and bool(self.config.warm)
+    def _make_sandbox(self, backend: str, ray: str | None) -> Any:
+        warm = backend == "local" and bool(self.config.warm)
         if ray is not None:
             # Only the sandbox run travels to a Ray worker node (built once per Ray worker process, so a
             # warm pool stays warm there); the env, its execution cache and compute meter stay here.
             from wmrl_adapters.ray_exec import RaySandbox
 
             options = {"warm": self.config.warm} if warm else None
-            return RaySandbox(self.config.sandbox, options=options, address=ray)
+            return RaySandbox(backend, options=options, address=ray)
         from wmrl_envs.sandbox import make_sandbox
 
         if warm:
             return make_sandbox("local", warm=self.config.warm)
-        return make_sandbox(self.config.sandbox)
+        return make_sandbox(backend)
 
     def _make_env(self) -> CachedKaggleEnv:
         config = self.config
@@ -259,8 +263,10 @@ class Trainer(RunTrainer):
         assert self._eval_competitions is not None
         return self._eval_competitions
 
-    def set_eval_competitions(self, specs: Sequence[str]) -> None:
-        """Evaluate on these instead (suite ids, splits or competition directories)."""
+    def set_eval_competitions(self, specs: Sequence[str | Competition]) -> None:
+        """Evaluate on these instead: suite ids, splits, competition directories, or loaded competitions
+        (e.g. an MLE-bench one read with its registry, see :func:`resolve_competitions`). The policy acts
+        on them through the trainer's lookup like on any training task, having never seen them."""
         self._eval_competitions = resolve_competitions(list(specs), self.suite)
         for competition in self._eval_competitions:
             self._known[competition.id] = competition

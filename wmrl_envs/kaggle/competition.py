@@ -620,9 +620,9 @@ def load_mlebench_competition(
     if metric_name is None:
         state = "names no 'grader: name: <metric>'" if config_file is not None else "does not exist"
         raise ConfigError(
-            f"no metric for {directory.name!r}: {config_path} {state}; point info_dir (wmrl eval: "
-            f"--registry) at MLE-bench's registry, whose competitions/{directory.name}/config.yaml names "
-            "the grader, or pass metric= (wmrl eval: --metric NAME)"
+            f"no metric for {directory.name!r}: {config_path} {state}. A real MLE-bench install keeps "
+            f"config.yaml in its registry: pass registry=.../mlebench/competitions (wmrl eval: --registry "
+            ".../mlebench/competitions), or the metric itself (metric=, wmrl eval: --metric NAME)"
         )
     dataset = _config_section(config, "dataset", config_path)
     answers_path, sample_path = (
