@@ -209,3 +209,21 @@ def test_a_directory_with_the_id_of_a_suite_competition_is_refused(tmp_path: Pat
     clash = data.rename(data.with_name(SOURCE))
     with pytest.raises(ConfigError, match="built-in suite competition"):
         resolve_competitions([str(clash)], load_suite(), registry=registry)
+
+
+def test_the_design_agent_writes_a_solution_for_a_competition_it_never_saw(tmp_path: Path) -> None:
+    from wmrl_adapters.train.design_policy import DesignPolicy
+
+    from wmrl_algos.errors import ConfigError
+    from wmrl_envs.kaggle.competition import load_competition
+    from wmrl_envs.kaggle.design import parse_design, task_features
+    from wmrl_envs.kaggle.suite import load_suite
+
+    data, registry = _install(tmp_path, "mlebench")
+    unseen = load_competition(data, registry=registry)
+    info = {"competition_id": unseen.id}
+    with pytest.raises(ConfigError, match="set_eval_competitions"):
+        DesignPolicy(load_suite().get).act(["task"], [info])
+    (action,) = DesignPolicy({unseen.id: unseen}.__getitem__).act(["task"], [info])
+    assert parse_design(action) is not None and unseen.target in action
+    assert task_features(unseen).shape == task_features(load_suite().get(SOURCE)).shape

@@ -70,7 +70,9 @@ class DesignPolicy(nn.Module):
 
     Args:
         competitions: looks up a competition by id (public files and public leaderboard only); the
-            trainer passes its suite's ``get``. Needed by ``act`` and ``logprobs``.
+            trainer passes its own lookup (the suite's competitions and those it evaluates on). Needed by
+            ``act`` and ``logprobs``. A competition the policy never trained on is acted on like any
+            other: the design is chosen from its task features (public data and metric), not its id.
         hidden: trunk width.
         max_turns: turns the input encodes (the turn index is scaled by it).
         seed: seeds the parameter init and the sampling generator (saved in :meth:`state_dict`).
@@ -106,7 +108,14 @@ class DesignPolicy(nn.Module):
     def _competition(self, task_id: str) -> Competition:
         if self.competitions is None:
             raise ConfigError("DesignPolicy has no competition lookup; pass competitions=suite.get")
-        return self.competitions(task_id)
+        try:
+            return self.competitions(task_id)
+        except ConfigError as error:
+            raise ConfigError(
+                f"DesignPolicy's lookup does not know competition {task_id!r} ({error}); any competition "
+                "works, seen in training or not: make the lookup return it (wmrl's Trainer does for "
+                "Trainer.set_eval_competitions([competition]))"
+            ) from error
 
     def _inputs(
         self, competition: Competition, turn: int, previous: str | None, feedback: str | None
