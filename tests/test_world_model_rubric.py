@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wmrl_algos.errors import ConfigError
+from wmrl_envs.kaggle.env import parse_action
 from wmrl_envs.kaggle.feedback import parse_feedback
 from wmrl_envs.kaggle.outcome import KaggleContext, position_score
 from wmrl_envs.kaggle.world_models.features import (
@@ -251,13 +252,24 @@ def test_printed_score_lands_within_one_rank_of_the_predicted_position(
     assert abs(position_score(score, tuple(board), higher) - position) <= 1.0 / len(board) + 1e-9
 
 
-def test_extract_code_takes_the_longest_fenced_block_or_bare_code_and_rejects_prose() -> None:
-    message = "Plan:\n```python\nx = 1\n```\nFinal:\n```python\nimport pandas as pd\ny = 2\n```"
-    assert extract_code(message) == "import pandas as pd\ny = 2\n"
-    assert extract_code("import os\nprint(os.getcwd())") is not None
-    assert extract_code("def broken(:\n  pass") is not None
-    assert extract_code("I think a random forest would do well here.") is None
-    assert extract_code("") is None
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Plan:\n```python\nx = 1\n```\nFinal:\n```python\nimport pandas as pd\ny = 2\n```",
+        "Here:\r\n```python\r\nimport os\r\nprint(os.getcwd())\r\n```\r\n",
+        "Here:\r~~~python\rx = 1\r~~~\r",
+        "~~~~\nx = '```'\n~~~~\n",
+        "import os\nprint(os.getcwd())",
+        "def broken(:\n  pass",
+        "I think a random forest would do well here.",
+        "",
+        "x = '\ud800'\n",
+        "```python\n" + "y = 1\n" * 40_000 + "```",
+    ],
+)
+def test_the_world_model_judges_exactly_the_code_the_env_would_run(message: str) -> None:
+    ran = parse_action(message)
+    assert extract_code(message) == (ran if isinstance(ran, str) else None)
 
 
 def test_inventory_files_normalise_input_prefixes() -> None:

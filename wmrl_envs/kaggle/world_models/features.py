@@ -30,6 +30,7 @@ from typing import Literal
 
 import numpy as np
 
+from wmrl_envs.kaggle.env import parse_action
 from wmrl_envs.kaggle.outcome import KaggleContext
 
 __all__ = [
@@ -95,7 +96,6 @@ _REGRESSOR = re.compile(
 )
 _READ_CALL = re.compile(r"^(read_\w+|open|load|loadtxt|genfromtxt|read_table)$")
 _DATA_FILE = re.compile(r"[\w\-./]+\.(?:csv|tsv|parquet|feather|json|jsonl|txt|pkl|pickle|npy|npz|zip|gz)\b")
-_CODE_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _SUBMISSION_NAME = "submission.csv"
 
 
@@ -148,37 +148,22 @@ class CodeFeatures:
     n_models: int = 0
 
 
-def extract_code(action: str) -> str | None:
-    """The Python solution inside an agent's message, or ``None`` when there is none.
+def extract_code(action: object) -> str | None:
+    """The Python solution a world model should judge: exactly what the sandbox would run, or ``None``.
 
-    A message with fenced blocks yields the longest ```` ```python ```` (or unlabelled) block; a message
-    without fences is taken as bare code when it parses as Python and contains at least one statement
-    that is not a bare expression (so a prose answer is not mistaken for code).
+    Why one rule: a world model that reads another block than the one executed (the longest fenced
+    block instead of the first ``python`` one, a CRLF message, a ``~~~`` fence) predicts the outcome of
+    code that never runs, and its calibration pairs then measure nothing. So this delegates to
+    :func:`wmrl_envs.kaggle.env.parse_action`, the env's one judge of an action: a message the env would
+    grade ``malformed`` (no code, over-long, not valid Unicode) has no code here either.
 
-    >>> extract_code("Here:\\n```python\\nprint(1)\\n```")
+    >>> extract_code("Here:\\r\\n```python\\r\\nprint(1)\\r\\n```")
     'print(1)\\n'
     >>> extract_code("I would train a random forest.") is None
     True
     """
-    if not isinstance(action, str) or not action.strip():
-        return None
-    blocks = [block for block in _CODE_FENCE.findall(action) if block.strip()]
-    if blocks:
-        return max(blocks, key=len)
-    if "```" in action:
-        return None
-    try:
-        tree = ast.parse(action)
-    except (SyntaxError, ValueError):
-        return action if _looks_like_code(action) else None
-    if any(not isinstance(node, ast.Expr) for node in tree.body):
-        return action
-    return None
-
-
-def _looks_like_code(text: str) -> bool:
-    """Whether unparseable bare text still reads as (broken) Python rather than prose."""
-    return bool(re.search(r"^\s*(import |from \w+ import |def |class |\w+\s*=\s*\S)", text, re.MULTILINE))
+    code = parse_action(action)
+    return code if isinstance(code, str) else None
 
 
 def inventory_files(inventory: str) -> frozenset[str]:
