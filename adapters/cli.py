@@ -36,9 +36,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fidelity": ("wmrl_adapters.fidelity_cli", "Measure how well a world model predicts real executions."),
     "docker": ("wmrl_adapters.docker", "Build the Docker sandbox image / check the engine."),
     "doctor": ("wmrl_adapters.doctor", "Report which sandboxes, engines and offline models work here."),
-    "train": ("wmrl_adapters.train.cli", "Train a code agent on the Kaggle suite (GRPO, WMRL, ablations)."),
+    "train": ("wmrl_adapters.train.cli", "Train a code agent, or a robot policy (--env), with GRPO or WMRL."),
     "eval": ("wmrl_adapters.train.evaluate", "Evaluate a trained run for real on held-out or any tasks."),
-    "compare": ("wmrl_adapters.train.compare", "Every method x seeds on the Kaggle suite (Tables 1 and 3)."),
+    "compare": ("wmrl_adapters.train.compare", "Train every method x seeds on the Kaggle suite; one table."),
 }
 """Subcommand -> (module with a ``main(argv)`` function, one-line help)."""
 
@@ -68,8 +68,9 @@ def parse_dataclass_args(
 ) -> ArgsT:
     """Build a CleanRL-style ``Args`` dataclass from the command line: one ``--option`` per field.
 
-    Fields are ``bool`` (a flag), ``int``, ``float`` or ``str``, each with ``metadata["help"]``; the
-    dataclass's own ``__post_init__`` validates the values.
+    Fields are ``bool`` (a flag, off by default), ``int``, ``float`` or ``str``, each with
+    ``metadata["help"]``; ``--help`` shows every other field's default. The dataclass's own
+    ``__post_init__`` validates the values.
 
     Example:
         >>> @dataclasses.dataclass(frozen=True)
@@ -88,6 +89,8 @@ def parse_dataclass_args(
             parser.add_argument(flag, action="store_true", help=help_text)
         else:
             kind = kinds[spec.type if isinstance(spec.type, str) else spec.type.__name__]
+            if "(default" not in help_text:
+                help_text += " (default: %(default)s)"
             parser.add_argument(flag, type=kind, default=spec.default, help=help_text)
     return cls(**vars(parser.parse_args(argv)))
 

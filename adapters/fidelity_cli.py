@@ -6,10 +6,10 @@ backends, the MiniLM embedder) — assembles the corpus from the suite, runs it,
 
 The corpus:
 
-* **the reference population** of every selected competition (the 14 documented reference solutions
-  the leaderboards are made of, :mod:`wmrl_envs.kaggle.references`). They are run for real through the
-  sandbox by :func:`~wmrl_envs.kaggle.references.build_leaderboard` — the same runs that rank them, so
-  nothing is executed twice — and their graded outcomes go into the execution cache;
+* **the reference population** of every selected competition (the documented reference solutions
+  the leaderboards are made of, :data:`~wmrl_envs.kaggle.references.REFERENCE_NAMES`). They are run for
+  real through the sandbox by :func:`~wmrl_envs.kaggle.references.build_leaderboard` — the same runs
+  that rank them, so nothing is executed twice — and their graded outcomes go into the execution cache;
 * **agent rollouts**, when ``rollouts`` names a JSONL file of ``{"competition": id, "solution": text}``
   lines: each is executed through the sandbox and graded like any agent submission.
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from wmrl_adapters.train.config import check_model_dir, check_path
 from wmrl_adapters.train.world_models import (
     EMBEDDINGS,
     WORLD_MODEL_ALIASES,
@@ -39,10 +40,12 @@ from wmrl_adapters.train.world_models import (
     build_world_model,
     is_world_model_spec,
     resolve_world_model_spec,
+    transformers_model_dir,
 )
 
-from wmrl_algos.errors import ConfigError, DataError
-from wmrl_envs.fidelity import (
+from wmrl_algos.errors import ConfigError, DataError, MissingDependencyError
+from wmrl_envs.kaggle.competition import Competition
+from wmrl_envs.kaggle.fidelity import (
     ExecutionCache,
     ExecutionStats,
     FidelityCase,
@@ -54,10 +57,9 @@ from wmrl_envs.fidelity import (
     plot_reliability,
     write_table,
 )
-from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.grading import grade_execution
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder
-from wmrl_envs.kaggle.references import ReferenceEntry
+from wmrl_envs.kaggle.references import REFERENCE_NAMES, ReferenceEntry
 from wmrl_envs.kaggle.suite import KaggleSuite, Split, load_suite
 from wmrl_envs.kaggle.world_models.features import extract_code
 from wmrl_envs.sandbox.base import ExecutionRequest, Sandbox
@@ -90,7 +92,7 @@ class FidelityArgs:
         competitions: competition ids to use; empty: every competition of ``split``.
         split: which part of the suite when ``competitions`` is empty (``train``, ``heldout``, ``all``).
         references: include the reference population of each competition.
-        reference_names: a subset of the reference population (empty: all 14). A leaderboard built for
+        reference_names: a subset of the reference population (empty: all). A leaderboard built for
             a subset ranks only that subset; use it for smoke runs against a scratch ``WMRL_DATA_DIR``.
         rollouts: optional JSONL of ``{"competition": id, "solution": text}`` agent rollouts.
         sandbox: sandbox backend for real executions (``local`` = bubblewrap; ``unsafe`` = no isolation,
@@ -160,6 +162,31 @@ class FidelityArgs:
             )
         for name in self.world_models:
             self.spec(name)
+        self._check_paths()
+
+    def _check_paths(self) -> None:
+        """Every path and model given exists, before the suite, a sandbox or a model is loaded."""
+        if self.rollouts is not None:
+            check_path("--rollouts", self.rollouts, "a JSONL file of agent rollouts", kind="file")
+        if self.cache is not None and self.cache.is_dir():
+            raise ConfigError(f"--cache {str(self.cache)!r} is a directory; pass the cache's JSONL file")
+        if self.output_dir.exists() and not self.output_dir.is_dir():
+            raise ConfigError(
+                f"--output-dir {str(self.output_dir)!r} is a file; pass a directory for the table and plots"
+            )
+        if self.llm_model:
+            check_model_dir("--llm-model", self.llm_model)
+        for name in self.world_models:
+            model_dir = transformers_model_dir(name)
+            if model_dir:
+                check_model_dir("--world-models", model_dir)
+        if self.embeddings == "minilm":
+            from wmrl_adapters.embeddings import minilm_model_dir
+
+            try:
+                minilm_model_dir()
+            except MissingDependencyError as error:
+                raise MissingDependencyError(f"--embeddings minilm: {error}") from error
 
     def spec(self, name: str) -> str:
         """The canonical world-model spec of ``name``, with ``llm_model`` / ``llm_base_url`` filled in.
@@ -473,7 +500,9 @@ _ARGUMENT_HELP = {
     ),
     "competitions": "comma-separated competition ids (default: every competition of --split)",
     "split": "suite split when --competitions is not given: train, heldout or all",
-    "reference_names": "comma-separated subset of the reference population (default: all 14)",
+    "reference_names": (
+        f"comma-separated subset of the reference population (default: all {len(REFERENCE_NAMES)})"
+    ),
     "rollouts": 'JSONL of {"competition": id, "solution": text} agent rollouts to execute and predict',
     "sandbox": "sandbox backend for real executions (local = bubblewrap, docker, unsafe)",
     "timeout_s": "per-execution wall-clock limit in seconds",

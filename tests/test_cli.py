@@ -117,3 +117,58 @@ def test_doctor_runs_a_real_sandboxed_program() -> None:
     line = next(row for row in result.stdout.splitlines() if "sandbox:local" in row)
     assert line.startswith("ok"), result.stdout
     assert result.returncode == 0
+
+
+_HELP_COMMANDS = [[name] for name in SUBCOMMANDS] + [["docker", "build-image"]]
+
+
+@pytest.mark.parametrize("command", _HELP_COMMANDS, ids=" ".join)
+def test_help_speaks_to_users_and_shows_every_default(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No internal references (issues, module docs), and every option that has a default shows it."""
+    import argparse
+
+    parsers: list[argparse.ArgumentParser] = []
+    parse_known_args = argparse.ArgumentParser.parse_known_args
+
+    def recording(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> object:
+        parsers.append(self)
+        return parse_known_args(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", recording)
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for internal in ("issue", "see module doc", "(see wmrl_", "the paper's Table", ":class:", "``"):
+        assert internal not in text, f"wmrl {' '.join(command)} --help says {internal!r}"
+    parser = parsers[-1]
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.nargs == 0 or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            continue  # flags, options without a default, positionals
+        shown = " ".join(formatter._format_action(action).split())
+        assert "default" in shown, f"wmrl {' '.join(command)}: {shown!r} hides its default {action.default!r}"
+
+
+def test_train_help_lists_every_setting_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    import dataclasses
+
+    from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    entries = re.split(r"\n  (?=--)", capsys.readouterr().out.split("settings of a Kaggle run", 1)[1])[1:]
+    names = [entry.split()[0] for entry in entries]
+    fields = [*dataclasses.fields(TrainConfig), *dataclasses.fields(EmbodiedConfig)]
+    assert names == ["--" + spec.name.replace("_", "-") for spec in fields]
+    for entry in entries:
+        assert "(default: " in " ".join(entry.split()), entry
+
+
+def test_fidelity_help_counts_the_reference_population_from_the_code() -> None:
+    from wmrl_envs.kaggle.references import REFERENCE_NAMES
+
+    result = _wmrl("fidelity", "--help")
+    assert f"(default: all {len(REFERENCE_NAMES)})" in " ".join(result.stdout.split())

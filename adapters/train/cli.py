@@ -10,15 +10,28 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig, coerce, load_config
+from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig, check_path, coerce, load_config
 
-from wmrl_algos.errors import ConfigError
+from wmrl_algos.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from wmrl_adapters.train.embodied import EmbodiedTrainer
+    from wmrl_adapters.train.trainer import Trainer
 
 __all__ = ["main", "parse_overrides"]
+
+_DESCRIPTION = """\
+Train a code agent on the built-in Kaggle suite, or a robot policy in simulation with --env, with GRPO,
+WMRL or one of WMRL's ablations. A run lives in its own directory (config.json, metrics.jsonl,
+checkpoint.pt, plots/, summary.json); --resume continues an interrupted one. Guides: docs/training.md
+(Kaggle) and docs/embodied.md (robots)."""
 
 
 def parse_overrides(extra: Sequence[str], cls: type = TrainConfig) -> dict[str, object]:
@@ -43,14 +56,34 @@ def parse_overrides(extra: Sequence[str], cls: type = TrainConfig) -> dict[str, 
     return out
 
 
+def _shown(value: Any) -> str:
+    """A default as the user would type it on the command line."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "unset"
+    return str(value) if value != "" else "empty"
+
+
 def _config_help() -> str:
-    lines = ["config keys (--key value; defaults are the CPU embedded default):"]
-    for spec in dataclasses.fields(TrainConfig):
-        lines.append(f"  --{spec.name.replace('_', '-'):<20} {spec.default!r:<18} {spec.metadata['help']}")
-    lines += ["", "embodied runs (--env robosuite:TASK | libero:SUITE[/IDS]; see docs/embodied.md):"]
-    for spec in dataclasses.fields(EmbodiedConfig):
-        lines.append(f"  --{spec.name.replace('_', '-'):<20} {spec.default!r:<18} {spec.metadata['help']}")
-    return "\n".join(lines)
+    """The settings of both configs, one ``--key`` each with its help and default, wrapped like argparse."""
+    width = max(60, shutil.get_terminal_size().columns - 2)
+    sections = (
+        ("settings of a Kaggle run (--key value, or keys of the --config JSON file; the defaults are sized "
+         "for a 2-core CPU machine):", TrainConfig),
+        ("settings of an embodied run (with --env robosuite:TASK or libero:SUITE[/IDS]):", EmbodiedConfig),
+    )  # fmt: skip
+    lines: list[str] = []
+    for heading, cls in sections:
+        lines += [*textwrap.wrap(heading, width), ""]
+        for spec in dataclasses.fields(cls):
+            flag = f"  --{spec.name.replace('_', '-')}"
+            text = f"{spec.metadata['help']} (default: {_shown(spec.default)})"
+            lines += textwrap.wrap(
+                text, width, initial_indent=flag.ljust(24), subsequent_indent=" " * 24, break_on_hyphens=False
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def _is_embodied(extra: Sequence[str], resume: Path | None, config_file: Path | None) -> bool:
@@ -67,22 +100,39 @@ def _is_embodied(extra: Sequence[str], resume: Path | None, config_file: Path | 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Train a code agent on the Kaggle suite (docs/training.md), or an embodied policy with --env
-    (docs/embodied.md), with GRPO / WMRL and its ablations."""
-    from wmrl_adapters.train.embodied import EmbodiedTrainer
-    from wmrl_adapters.train.trainer import Trainer
+    """``wmrl train``: validate every setting and path, then train in a new or resumed run directory.
 
+    Nothing is loaded (no model, simulator or sandbox) until the whole configuration is valid.
+    """
     parser = argparse.ArgumentParser(
         prog="wmrl train",
-        description=main.__doc__,
+        description=_DESCRIPTION,
         epilog=_config_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config", type=Path, default=None, help="JSON file of config fields")
-    parser.add_argument("--out", type=Path, default=None, help="run directory (default: runs/<name>)")
-    parser.add_argument("--resume", type=Path, default=None, help="continue the run in this directory")
-    parser.add_argument("--ray", default=None, help="run real executions on Ray: auto or a cluster address")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="JSON file of settings (any subset; flags override it)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="new run directory (default: runs/<algo>-<world model>-s<seed>-<time>)",
+    )
+    parser.add_argument(
+        "--resume", type=Path, default=None, help="continue the interrupted run in this directory"
+    )
+    parser.add_argument(
+        "--ray",
+        default=None,
+        help="run the real executions on a Ray cluster: auto, or the cluster's address (default: this "
+        "machine's sandbox)",
+    )
     args, extra = parser.parse_known_args(argv)
+    if args.config is not None:
+        check_path("--config", args.config, "a JSON file of settings", kind="file")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {str(args.out)!r} is a file; pass a directory for the new run")
     embodied = _is_embodied(extra, args.resume, args.config)
     cls = EmbodiedConfig if embodied else TrainConfig
     overrides = parse_overrides(extra, cls)
@@ -107,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(
                 "--ray runs Kaggle executions; an embodied run uses --workers simulator processes"
             )
+        from wmrl_adapters.train.embodied import EmbodiedTrainer
+
         trainer: Trainer | EmbodiedTrainer = EmbodiedTrainer(config, run_dir, resume=args.resume is not None)
         print(f"run directory: {run_dir}")
         try:
@@ -115,7 +167,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         _print_embodied(summary, run_dir)
         return 0
-    trainer = Trainer(config, run_dir, resume=args.resume is not None, ray=args.ray)
+    from wmrl_adapters.train.evaluate import resolve_competitions
+
+    from wmrl_envs.kaggle.suite import load_suite
+
+    suite = load_suite()
+    evaluation = []
+    if config.eval_samples:  # an unknown evaluation task fails now, not after the whole training
+        specs = [item.strip() for item in config.eval_competitions.split(",") if item.strip()]
+        try:
+            evaluation = resolve_competitions(specs, suite)
+        except (ConfigError, DataError) as error:
+            raise ConfigError(f"--eval-competitions {config.eval_competitions!r}: {error}") from error
+    from wmrl_adapters.train.trainer import Trainer
+
+    trainer = Trainer(config, run_dir, resume=args.resume is not None, ray=args.ray, suite=suite)
+    if evaluation:
+        trainer.set_eval_competitions(evaluation)
     print(f"run directory: {run_dir}")
     try:
         summary = trainer.run()
@@ -144,13 +212,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _print_embodied(summary: dict[str, object], run_dir: Path) -> None:
     final: dict[str, float] = summary["final"]  # type: ignore[assignment]
     success = final.get("eval/success_rate")
+    episodes, demos = final.get("compute/sim_episodes", 0.0), final.get("compute/demo_episodes", 0.0)
     print(
-        f"done: {summary['steps']} steps, sim episodes {final.get('compute/sim_episodes', 0):.0f}, real "
-        f"success labels used {final.get('compute/real_labels', 0):.0f}, compute charged "
+        f"done: {summary['steps']} steps, simulator episodes {episodes:.0f} ({demos:.0f} demonstrations, "
+        f"{episodes - demos:.0f} training rollouts), real success labels used "
+        f"{final.get('compute/real_labels', 0):.0f}, compute charged "
         f"{final.get('compute/charged_total', 0):.1f} s"
     )
     if success is not None:
-        print(f"evaluation: success rate {success:.3f} over {final.get('eval/episodes', 0):.0f} episodes")
+        print(
+            f"evaluation: success rate {success:.3f} over {final.get('eval/episodes', 0):.0f} episodes "
+            f"({final.get('time/eval_episodes', 0):.0f} simulator episodes in all evaluations, "
+            f"{final.get('time/eval_seconds', 0):.1f} s, not charged)"
+        )
     if (run_dir / "policy.pt").is_file():
         print(f"policy:  {run_dir / 'policy.pt'} (start RL from it with --init)")
     print(f"metrics: {run_dir / 'metrics.jsonl'}")

@@ -44,18 +44,31 @@ class CompareArgs:
         ['grpo', 'wmrl']
     """
 
-    methods: str = field(default=",".join(ALGOS), metadata={"help": "Comma-separated algorithms."})
-    seeds: int = field(default=3, metadata={"help": "Seeds per method (>= 1; the issue asks for >= 3)."})
-    steps: int = field(default=6, metadata={"help": "Training steps per run (the committed table's)."})
-    groups: int = field(default=8, metadata={"help": "Groups per step (paper: 8)."})
+    methods: str = field(
+        default=",".join(ALGOS),
+        metadata={"help": "Comma-separated algorithms (wmrl train --help says what each does)."},
+    )
+    seeds: int = field(
+        default=3,
+        metadata={"help": "Seeds per method; 3 or more give a standard error, 1 is a quick look."},
+    )
+    steps: int = field(default=6, metadata={"help": "Training steps per run."})
+    groups: int = field(default=8, metadata={"help": "Groups (tasks) per step (paper: 8)."})
     group_size: int = field(default=4, metadata={"help": "Trajectories per group (paper: 8)."})
-    max_turns: int = field(default=1, metadata={"help": "Executions per episode (paper: <= 4)."})
-    world_model: str = field(default="learned+rubric", metadata={"help": "World model of the non-baselines."})
+    max_turns: int = field(default=1, metadata={"help": "Executions per episode (paper: up to 4)."})
+    world_model: str = field(
+        default="learned+rubric",
+        metadata={"help": "World model of every method but grpo and anchors (as wmrl train --world-model)."},
+    )
     eval_samples: int = field(default=2, metadata={"help": "Held-out episodes per competition at the end."})
     eval_every: int = field(
-        default=3, metadata={"help": "Also evaluate every N steps (the score-vs-compute curves)."}
+        default=3,
+        metadata={"help": "Also evaluate every N steps: the points of the score-vs-compute curves."},
     )
-    out: str = field(default=str(DEFAULT_OUT), metadata={"help": "Output directory (table, plots, runs/)."})
+    out: str = field(
+        default=str(DEFAULT_OUT),
+        metadata={"help": "Output directory (table, plots, runs/); rerun with it to resume what is missing."},
+    )
     progress: bool = field(default=False, metadata={"help": "Show per-run progress bars."})
     table_only: bool = field(
         default=False, metadata={"help": "Train nothing: write the table from the runs already complete."}
@@ -67,6 +80,7 @@ class CompareArgs:
             raise ConfigError(f"unknown method(s) {unknown}; choose from {', '.join(ALGOS)}")
         if self.seeds < 1:
             raise ConfigError(f"seeds={self.seeds}; pass >= 1")
+        self.config(self.method_list()[0], 0)  # every run's settings (the world model's path) valid now
 
     def method_list(self) -> list[str]:
         """The methods, in order."""

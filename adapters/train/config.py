@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from wmrl_adapters.train.world_models import transformers_model_dir
 
 from wmrl_algos.errors import ConfigError
 
@@ -35,6 +38,8 @@ __all__ = [
     "WORLD_MODELS",
     "EmbodiedConfig",
     "TrainConfig",
+    "check_model_dir",
+    "check_path",
     "load_config",
     "paper_config",
 ]
@@ -49,6 +54,100 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""``ORG/NAME``: a Hugging Face hub id (a relative path of one slash that does not exist reads as one)."""
+
+
+def check_path(flag: str, value: str | Path, expected: str, *, kind: Literal["file", "directory"]) -> Path:
+    """Refuse a path that is not an existing ``kind``, before anything tries to load it.
+
+    Args:
+        flag: the option the path came from (``--init``), named in the error.
+        value: the path as the user wrote it (``~`` is expanded).
+        expected: what the option wants, e.g. ``"the policy.pt of an sft run"``.
+        kind: ``"file"`` or ``"directory"``.
+
+    Returns:
+        The path, ``~`` expanded.
+
+    Raises:
+        ConfigError: the path does not exist or is not a ``kind``; the message names ``flag``, the
+            path and ``expected``.
+
+    Example:
+        >>> try:
+        ...     check_path("--config", "/no/such.json", "a JSON file of config fields", kind="file")
+        ... except ConfigError as error:
+        ...     print(error)
+        --config '/no/such.json' does not exist; pass a JSON file of config fields
+    """
+    path = Path(value).expanduser()
+    if path.is_file() if kind == "file" else path.is_dir():
+        return path
+    if not path.exists():
+        problem = "does not exist"
+    elif path.is_dir():
+        problem = "is a directory"
+    else:
+        problem = "is a file" if path.is_file() else "is neither a file nor a directory"
+    raise ConfigError(f"{flag} {str(value)!r} {problem}; pass {expected}")
+
+
+def check_model_dir(flag: str, value: str) -> None:
+    """Refuse a model that ``from_pretrained`` could not load, before anything loads it.
+
+    Accepted: a directory holding ``config.json`` (what ``save_pretrained`` and ``lerobot-train``
+    write), or a hub id ``ORG/NAME`` that is no local path, when the hub may be reached
+    (``HF_HUB_OFFLINE`` unset) or the id is in the local hub cache.
+
+    Args:
+        flag: the option the model came from (``--world-model``), named in the error.
+        value: the directory or hub id.
+
+    Raises:
+        ConfigError: no such directory, a directory without ``config.json``, or an uncached hub id
+            while the hub is offline; the message names ``flag``, the value and what is expected.
+
+    Example:
+        >>> try:
+        ...     check_model_dir("--llm-model", "/nonexistent")
+        ... except ConfigError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        --llm-model '/nonexistent' does not exist; pass a model directory holding config.json...
+    """
+    expected = "a model directory holding config.json (as save_pretrained writes it)"
+    path = Path(value).expanduser()
+    if not path.exists() and _HUB_ID.fullmatch(value):
+        if not _hub_offline() or _hub_cached(value):
+            return
+        raise ConfigError(
+            f"{flag} {value!r} is no local directory and the hub id is not in the local cache while the "
+            f"hub is offline (HF_HUB_OFFLINE); pass {expected}"
+        )
+    check_path(flag, value, expected, kind="directory")
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{flag} {value!r} has no config.json; pass {expected}")
+
+
+def _hub_offline() -> bool:
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # without huggingface_hub nothing can download: the loader names the install
+        return False
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _hub_cached(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def _is_path(spec: str) -> bool:
+    """Whether a competition entry names a directory (``./x``, ``/x``, ``~/x``, ``a/b``), not a suite id."""
+    return spec.startswith((".", "~")) or "/" in spec
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Settings of one training run. The defaults are the CPU-scaled embedded default (see docs/training.md).
@@ -59,7 +158,14 @@ class TrainConfig:
     """
 
     algo: str = field(
-        default="wmrl", metadata=_help("grpo | anchors | wm | mix | od | ivd | wmrl (see module doc).")
+        default="wmrl",
+        metadata=_help(
+            "wmrl: the method (anchor groups executed for real correct the world model's scores of the "
+            "rest); grpo: every group executed for real (the expensive baseline); anchors: only the anchor "
+            "groups, real, no world model (the baseline at WMRL's execution cost); wm: world-model scores "
+            "only, nothing executed; mix: anchors real, the rest world model, uncorrected; od / ivd: mix "
+            "with only Online Debiasing / only Inverse-Variance Denoising (ablations)."
+        ),
     )
     world_model: str = field(
         default="learned+rubric",
@@ -69,7 +175,11 @@ class TrainConfig:
         ),
     )
     policy: str = field(
-        default="design", metadata=_help("design (CPU design-space agent) | llm (wmrl_adapters.llm_agent).")
+        default="design",
+        metadata=_help(
+            "design: a fast CPU agent that picks solution designs (no model needed); llm: a language model "
+            "writes the code (needs wmrl[llm]; its model is --llm-model)."
+        ),
     )
     llm_model: str = field(
         default="", metadata=_help("--policy llm: model directory (empty: the agent's default).")
@@ -77,8 +187,8 @@ class TrainConfig:
     llm_settings: str | None = field(
         default=None,
         metadata=_help(
-            "--policy llm: LLMAgentConfig fields as key=value pairs separated by commas, e.g. "
-            "lora_rank=8,max_new_tokens=256 (unset: the agent's defaults; see wmrl_adapters.llm_agent)."
+            "--policy llm: agent settings (LLMAgentConfig fields) as key=value pairs separated by commas, "
+            "e.g. lora_rank=8,max_new_tokens=256 (unset: the agent's defaults)."
         ),
     )
     seed: int = field(
@@ -151,8 +261,14 @@ class TrainConfig:
             )
         if self.weighting not in ("paper", "agreement"):
             raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
+        if self.policy.startswith("llm:"):
+            raise ConfigError(
+                f"--policy {self.policy!r}: the model has its own option; pass --policy llm --llm-model "
+                f"{self.policy[len('llm:') :]}"
+            )
         if self.policy not in POLICIES:
             raise ConfigError(f"policy={self.policy!r} is unknown; choose from {', '.join(POLICIES)}")
+        self._check_paths()
         positive = ("steps", "groups", "max_turns", "update_epochs", "checkpoint_every", "memory_mb")
         for name in positive:
             if getattr(self, name) < 1:
@@ -171,6 +287,22 @@ class TrainConfig:
                 f"learning_rate={self.learning_rate}, timeout_s={self.timeout_s}, max_grad_norm="
                 f"{self.max_grad_norm} must be > 0 and clip={self.clip} in (0, 1)"
             )
+
+    def _check_paths(self) -> None:
+        """Every model directory and competition directory given exists, before anything loads them."""
+        model_dir = transformers_model_dir(self.world_model)
+        if model_dir:
+            check_model_dir("--world-model", model_dir)
+        if self.llm_model:
+            check_model_dir("--llm-model", self.llm_model)
+        for spec in self.eval_competitions.split(","):
+            if _is_path(spec.strip()):
+                check_path(
+                    "--eval-competitions",
+                    spec.strip(),
+                    "a competition directory (wmrl, MLE-bench or MLE-Dojo layout) or a suite id",
+                    kind="directory",
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict."""
@@ -345,6 +477,10 @@ class EmbodiedConfig:
             )
         if self.demo_noise < 0:
             raise ConfigError(f"demo_noise={self.demo_noise}; pass a standard deviation >= 0")
+        if self.policy.startswith("lerobot:") and self.policy != "lerobot:":
+            check_model_dir("--policy", self.policy[len("lerobot:") :])
+        if self.init:
+            check_path("--init", self.init, "the policy.pt of an sft run, or no --init", kind="file")
 
     @property
     def kind(self) -> str:

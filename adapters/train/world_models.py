@@ -24,6 +24,7 @@ __all__ = [
     "NoWorldModel",
     "is_world_model_spec",
     "resolve_world_model_spec",
+    "transformers_model_dir",
     "build_world_model",
 ]
 
@@ -84,9 +85,21 @@ def is_world_model_spec(spec: str) -> bool:
     if not spec.startswith("llm:"):
         return False
     backend = spec[len("llm:") :]
-    model_dir = backend.partition("=")[2] if backend.startswith("transformers=") else None
     address = backend.partition("://")[2] if backend.startswith(("http://", "https://")) else None
-    return bool(backend == "transformers" or model_dir or address)
+    return bool(backend == "transformers" or transformers_model_dir(spec) or address)
+
+
+def transformers_model_dir(spec: str) -> str | None:
+    """The ``MODEL_DIR`` of an ``llm:transformers=MODEL_DIR`` spec (``None`` for every other spec).
+
+    Example:
+        >>> transformers_model_dir("llm:transformers=/models/qwen"), transformers_model_dir("rubric")
+        ('/models/qwen', None)
+    """
+    prefix = "llm:transformers="
+    if not spec.startswith(prefix):
+        return None
+    return spec[len(prefix) :] or None
 
 
 def resolve_world_model_spec(
@@ -179,8 +192,9 @@ def build_world_model(
     if backend.startswith("transformers"):
         from wmrl_adapters.transformers_backend import TransformersBackend, TransformersConfig
 
-        model_dir = backend.partition("=")[2] or None
-        return LLMWorldModel(TransformersBackend(TransformersConfig(model=model_dir)), config=config)
+        return LLMWorldModel(
+            TransformersBackend(TransformersConfig(model=transformers_model_dir(spec))), config=config
+        )
     from wmrl_adapters.openai_backend import OpenAIClientConfig, OpenAICompatibleBackend
 
     return LLMWorldModel(OpenAICompatibleBackend(OpenAIClientConfig(base_url=backend)), config=config)

@@ -717,10 +717,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="wmrl leaderboards", description=main.__doc__)
     parser.add_argument("--ids", nargs="*", help="competitions to build (default: all)")
-    parser.add_argument("--sandbox", default="local", help="sandbox backend: local, docker or unsafe")
-    parser.add_argument("--out", type=Path, default=COMMITTED_LEADERBOARDS, help="JSON file to write")
+    parser.add_argument(
+        "--sandbox", default="local", help="sandbox backend: local, docker or unsafe (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=COMMITTED_LEADERBOARDS, help="JSON file to write (default: %(default)s)"
+    )
     parser.add_argument("--suite-dir", type=Path, default=None, help="suite directory (default: the cache)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="per-reference wall-clock limit, s")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="per-reference wall-clock limit, s (default: %(default)s)",
+    )
     parser.add_argument("--force", action="store_true", help="rerun every reference, even those already run")
     args = parser.parse_args(argv)
     from wmrl_envs.sandbox import make_sandbox
