@@ -134,6 +134,9 @@ def test_wmrl_train_cli_runs_sft_then_rl_from_its_policy(tmp_path):
     assert (tmp_path / "sft" / "policy.pt").is_file()
     line = read_metrics(tmp_path / "sft" / "metrics.jsonl")[0]
     assert line["sft/demo_episodes"] == 2 and line["eval/episodes"] == 1
+    assert line["compute/sim_episodes"] == 2, "the demonstrations are simulator episodes"
+    assert line["time/eval_episodes"] == 1 and line["time/eval_seconds"] > 0, "the evaluation is measured"
+    assert "simulator episodes 2 (2 demonstrations, 0 training rollouts)" in sft.stdout
     rl = subprocess.run(
         [*base, "--algo", "wmrl", "--init", str(tmp_path / "sft" / "policy.pt"), "--steps", "1",
          "--groups", "2", "--group-size", "2", "--horizon", "3", "--eval-samples", "0",

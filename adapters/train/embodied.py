@@ -489,6 +489,7 @@ class EmbodiedTrainer(RunTrainer):
         finally:
             self.runner.release(env)
         self.counts["demo_episodes"] += demos.episodes
+        self.counts["sim_episodes"] += demos.episodes  # a demonstration is a simulator episode too
         self.counts["sim_steps"] += demos.steps
         self.counts["sim_seconds"] += time.perf_counter() - started
         if not len(demos):
@@ -538,13 +539,16 @@ class EmbodiedTrainer(RunTrainer):
             "eval/episodes": float(len(known)),
             "eval/unknown": float(len(outcomes) - len(known)),
             "eval/mean_steps": float(np.mean([len(e.actions) for e in episodes])),
+            # Totals so far, reported here: the step's compute metrics were taken before this evaluation.
+            "time/eval_episodes": self.counts["eval_episodes"],
+            "time/eval_seconds": self.counts["eval_seconds"],
         }
 
     # ------------------------------------------------------------------------- run-directory hooks
     def _compute_metrics(self) -> dict[str, float]:
         counts = self.counts
         charged = counts["sim_seconds"] + counts["world_model_seconds"] + counts["policy_seconds"]
-        return {
+        return {  # training compute; the evaluation's totals come with its metrics (evaluate_metrics)
             "compute/sim_episodes": counts["sim_episodes"],
             "compute/sim_steps": counts["sim_steps"],
             "compute/real_labels": counts["real_labels"],
@@ -553,8 +557,6 @@ class EmbodiedTrainer(RunTrainer):
             "compute/policy_seconds": counts["policy_seconds"],
             "compute/charged_total": charged,
             "compute/demo_episodes": counts["demo_episodes"],
-            "time/eval_episodes": counts["eval_episodes"],
-            "time/eval_seconds": counts["eval_seconds"],
         }
 
     def postfix(self, metrics: Mapping[str, float]) -> dict[str, Any]:

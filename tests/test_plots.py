@@ -1,0 +1,112 @@
+"""``training.png`` answers "did training help, and at what cost?": checked on the matplotlib Figure.
+
+The metrics lines are shaped like a ``wmrl train`` run's ``metrics.jsonl`` (the trainers evaluate after a
+step, never at step 0), with made-up values: what is checked is how the figure presents them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+from wmrl_adapters.train.plots import (
+    EMBODIED_PANELS,
+    KAGGLE_PANELS,
+    START_UNKNOWN,
+    plot_run,
+    run_title,
+    training_figure,
+)
+
+
+def _lines(steps: int, eval_steps: tuple[int, ...], *, spent_share: float) -> list[dict[str, float]]:
+    lines = []
+    for step in range(1, steps + 1):
+        line = {
+            "step": float(step),
+            "compute/charged_total": 10.0 * step,
+            "compute/spent_total": 10.0 * step * spent_share,
+            "reward/real_mean": 0.5 + 0.01 * step,
+            "wmrl/anchor_weight": 1.5,
+            "losses/entropy": 1.0 / step,
+        }
+        if step in eval_steps:
+            line["eval/position"] = 0.3 + 0.05 * step
+        lines.append(line)
+    return lines
+
+
+def _axis(figure: Any, title: str) -> Any:
+    return next(axis for axis in figure.axes if axis.get_title() == title)
+
+
+def _labels(axis: Any) -> list[str]:
+    return [line.get_label() for line in axis.get_lines() if not line.get_label().startswith("_")]
+
+
+def _horizontal_at(axis: Any) -> set[float]:
+    return {float(line.get_ydata()[0]) for line in axis.get_lines() if len(set(line.get_ydata())) == 1}
+
+
+@pytest.fixture
+def close_figures() -> Any:
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("eval_steps", [(4,), (2, 4)], ids=["one evaluation", "several evaluations"])
+def test_the_held_out_panel_is_on_a_fixed_unit_scale_with_its_reference_lines(
+    eval_steps: tuple[int, ...], close_figures: None
+) -> None:
+    figure = training_figure(_lines(4, eval_steps, spent_share=0.2), KAGGLE_PANELS)
+    axis = _axis(figure, "held-out position score")
+    low, high = axis.get_ylim()
+    assert low <= 0.0 < 0.05 and 0.95 < 1.0 <= high <= 1.05, "not auto-scaled around the points"
+    assert {0.5, 1.0} <= _horizontal_at(axis)
+    texts = [text.get_text() for text in axis.texts]
+    assert any("leaderboard median" in text for text in texts)
+    assert any("best reference" in text for text in texts)
+    position = next(line for line in axis.get_lines() if line.get_label() == "position")
+    assert list(position.get_xdata()) == list(map(float, eval_steps))
+    assert position.get_markersize() >= 6, "a single evaluation must read as a point, not a speck"
+    assert START_UNKNOWN in _labels(axis), "no step-0 evaluation: the panel says the start is unknown"
+    assert axis.get_xlim()[0] < 0 < 4 < axis.get_xlim()[1], "every panel spans step 0 to the last step"
+
+
+def test_a_step_zero_evaluation_is_drawn_as_the_start(close_figures: None) -> None:
+    lines = [{"step": 0.0, "eval/position": 0.25}, *_lines(3, (3,), spent_share=0.2)]
+    axis = _axis(training_figure(lines, KAGGLE_PANELS), "held-out position score")
+    assert START_UNKNOWN not in _labels(axis)
+    assert "start 0.25" in [text.get_text() for text in axis.texts]
+
+
+def test_compute_charged_equal_to_spent_is_one_labelled_line(close_figures: None) -> None:
+    axis = _axis(training_figure(_lines(3, (3,), spent_share=1.0), KAGGLE_PANELS), "compute, s")
+    assert _labels(axis) == ["charged_total = spent_total"]
+
+
+def test_compute_charged_and_spent_that_differ_have_distinct_styles(close_figures: None) -> None:
+    axis = _axis(training_figure(_lines(3, (3,), spent_share=0.3), KAGGLE_PANELS), "compute, s")
+    lines = {line.get_label(): line for line in axis.get_lines()}
+    assert {"charged_total", "spent_total"} <= set(lines)
+    assert lines["charged_total"].get_linestyle() != lines["spent_total"].get_linestyle()
+
+
+def test_the_embodied_success_panel_is_on_the_unit_scale_too(close_figures: None) -> None:
+    lines = [{"step": 1.0, "eval/success_rate": 0.4, "diag/sim_success_rate": 0.3}]
+    axis = _axis(training_figure(lines, EMBODIED_PANELS), "success rate")
+    assert axis.get_ylim()[0] <= 0.0 and 1.0 <= axis.get_ylim()[1] <= 1.05
+
+
+def test_the_png_of_a_run_directory_is_titled_with_env_algo_and_seed(tmp_path: Path) -> None:
+    config = {"algo": "od", "seed": 3, "world_model": "rubric", "competitions": "train"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    [path] = plot_run(_lines(2, (2,), spent_share=0.5), tmp_path / "plots")
+    assert path == tmp_path / "plots" / "training.png" and path.stat().st_size > 10_000
+    assert run_title(config) == "Kaggle suite (train), algo od, world model rubric, seed 3"
+    figure = training_figure(_lines(2, (2,), spent_share=0.5), title=run_title(config))
+    assert figure.get_suptitle() == run_title(config)
+    plt.close(figure)
