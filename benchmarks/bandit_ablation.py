@@ -11,8 +11,8 @@ groups alone (same steps, same real executions, no world model).
 Setup: GRPO, 8 groups x 8 trajectories per step, one context per group, a tabular softmax policy
 trained with the library's ``CorrectionLoop`` and ``grpo_loss``; one anchor group per step (``anchor
 fraction 0.1`` with ``min_anchor_groups=1`` realises 1/8). Every world model starts from
-``wmrl_algos.toy_bandit.SyntheticWorldModel``: the outcome plus noise through a convex monotone
-distortion that drifts with the policy. Variants (``--variants``):
+``toy_bandit.SyntheticWorldModel`` (the fixture next to this script): the outcome plus noise through a
+convex monotone distortion that drifts with the policy. Variants (``--variants``):
 
 * ``monotone``: that model alone (the paper's setting; OD is its exact inverse).
 * ``arm_bias``: plus a fixed bias per (context, action) on the outcome scale, sized so the within-group
@@ -50,14 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
-from wmrl_adapters.cli import parse_dataclass_args
-
-from wmrl_algos.anchors import AnchorScheduler
-from wmrl_algos.grpo import GRPOConfig, grpo_loss
-from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
-from wmrl_algos.residual import RidgeResidual
-from wmrl_algos.toy_bandit import (
+from toy_bandit import (
     BanditConfig,
     ContextualBandit,
     SyntheticWorldModel,
@@ -65,6 +58,13 @@ from wmrl_algos.toy_bandit import (
     policy_shift,
     sample_actions,
 )
+from tqdm import tqdm
+from wmrl_adapters.cli import parse_dataclass_args
+
+from wmrl_algos.anchors import AnchorScheduler
+from wmrl_algos.grpo import GRPOConfig, grpo_loss
+from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
+from wmrl_algos.residual import RidgeResidual
 from wmrl_algos.types import ScoredGroup
 
 __all__ = ["Args", "Method", "METHODS", "VARIANTS", "RunCurves", "VariantWorldModel", "run_method", "main"]

@@ -35,7 +35,8 @@ import numpy as np
 from wmrl_adapters.cli import parse_dataclass_args
 from wmrl_adapters.fidelity_cli import FidelityArgs, FidelityReport, run_fidelity
 
-from wmrl_envs.fidelity import FidelityResult, prequential_calibration
+from wmrl_envs.fidelity import prequential_calibration
+from wmrl_envs.kaggle.fidelity import FidelityResult
 
 __all__ = ["Args", "main", "parse_args"]
 

@@ -18,6 +18,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bandit_ablation.p
 
 
 def _load_script() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.append(str(SCRIPT.parent))  # as when run as a script: its fixture toy_bandit sits beside it
     spec = importlib.util.spec_from_file_location("bandit_ablation", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

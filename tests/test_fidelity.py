@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from wmrl_algos.errors import ConfigError, DataError, WorldModelError
-from wmrl_envs.fidelity import (
+from wmrl_envs.fidelity import cross_fitted_calibration
+from wmrl_envs.kaggle.fidelity import (
     ExecutionCache,
     FidelityCase,
     RealRecord,
-    cross_fitted_calibration,
     evaluate_world_model,
     execute_cases,
     fidelity_metrics,

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,12 @@ MOVED = {
     "wmrl_envs.world_models.rubric": "wmrl_envs.kaggle.world_models.rubric",
 }
 """Old module path -> new module path."""
+
+SPLIT = {"wmrl_envs.fidelity": "wmrl_envs.kaggle.fidelity"}
+"""Old module path -> where part of it moved: the generic part stays, the moved names resolve lazily."""
+
+CHECKOUT_ONLY = {"wmrl_algos.toy_bandit": "benchmarks/toy_bandit.py"}
+"""Old module path -> the repository file it moved to (not in the distribution: the shim needs a checkout)."""
 
 RELEASE_MOVED = {
     "wmrl_envs.world_models": (
@@ -613,3 +622,88 @@ def test_every_public_name_of_the_release_still_imports_from_its_module() -> Non
     missing = set(json.loads(done.stdout.splitlines()[-1]))
     expected = {f"{module}.{name}" for module, name in REMOVED}
     assert missing == expected, f"public names gone without a shim: {sorted(missing - expected)}"
+
+
+@pytest.mark.parametrize("old", sorted(SPLIT))
+def test_a_split_module_imports_without_its_moved_part_and_forwards_those_names_warning(old: str) -> None:
+    """In a child process: this session has imported the Kaggle track already (conftest)."""
+    script = (
+        "import importlib, json, sys, warnings\n"
+        "old, new, names = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])\n"
+        "with warnings.catch_warnings(record=True) as on_import:\n"
+        "    warnings.simplefilter('always')\n"
+        "    module = importlib.import_module(old)\n"
+        "track = new.rpartition('.')[0]\n"
+        "report = {'loaded': sorted(m for m in sys.modules if m == track or m.startswith(track + '.')),\n"
+        "          'on_import': [str(w.message) for w in on_import], 'warned': {}, 'same': {}}\n"
+        "for name in names:\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        value = getattr(module, name)\n"
+        "    report['warned'][name] = [str(w.message) for w in caught if w.category is DeprecationWarning]\n"
+        "    report['same'][name] = value is getattr(importlib.import_module(new), name, None)\n"
+        "report['moved'] = [name for name in names if name in importlib.import_module(new).__all__]\n"
+        "print(json.dumps(report))\n"
+    )
+    names = RELEASE_API[old]
+    done = subprocess.run(
+        [sys.executable, "-c", script, old, SPLIT[old], json.dumps(names)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["loaded"] == [] and report["on_import"] == [], report
+    moved = report["moved"]
+    kept = [name for name in names if name not in moved]
+    assert moved and all(report["same"][name] for name in moved), report
+    assert kept and set(kept) <= set(importlib.import_module(old).__all__), (moved, kept)
+    expected = f"{old}.{moved[0]} moved to {SPLIT[old]}"
+    assert any(expected in message for message in report["warned"][moved[0]]), report
+    assert not any(report["warned"][name] for name in kept), report
+
+
+@pytest.mark.parametrize("old", sorted(CHECKOUT_ONLY))
+def test_a_module_moved_out_of_the_distribution_imports_in_a_checkout_naming_its_file(old: str) -> None:
+    module, caught = _fresh_import(old)
+    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert any(f"{old} moved to {CHECKOUT_ONLY[old]}" in message for message in messages), messages
+    root = Path(__file__).resolve().parents[1]
+    fixture = sys.modules[Path(CHECKOUT_ONLY[old]).stem]
+    assert Path(fixture.__file__ or "").resolve() == root / CHECKOUT_ONLY[old]
+    for name in RELEASE_API[old]:
+        assert getattr(module, name) is getattr(fixture, name), f"{old}.{name} is not the fixture's"
+
+
+@pytest.mark.parametrize("old", sorted(CHECKOUT_ONLY))
+def test_a_module_moved_out_of_the_distribution_fails_to_import_in_an_install_naming_where_it_went(
+    old: str, tmp_path: Path
+) -> None:
+    """The installed layout: the package alone in site-packages, no repository files beside it."""
+    top = old.partition(".")[0]
+    shutil.copytree(
+        Path(importlib.import_module(top).__file__ or "").parent,
+        tmp_path / "site" / top,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    script = (
+        "import importlib, sys\n"
+        f"assert importlib.import_module({top!r}).__file__.startswith({str(tmp_path)!r})\n"
+        "try:\n"
+        f"    importlib.import_module({old!r})\n"
+        "except ImportError as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("MissingDependencyError"), done.stdout
+    assert f"{old} moved to {CHECKOUT_ONLY[old]}" in done.stdout and "checkout" in done.stdout, done.stdout
+

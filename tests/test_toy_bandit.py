@@ -1,12 +1,20 @@
-"""Tests of the contextual bandit and its synthetic world model (wmrl_algos/toy_bandit.py)."""
+"""Tests of the contextual bandit and its synthetic world model (benchmarks/toy_bandit.py)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from wmrl_algos.errors import ConfigError
-from wmrl_algos.toy_bandit import (
+
+BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
+if BENCHMARKS not in sys.path:
+    sys.path.append(BENCHMARKS)  # benchmarks/ is no package: its scripts import the fixture by name
+
+from toy_bandit import (  # noqa: E402
     BanditConfig,
     ContextualBandit,
     SyntheticWorldModel,
