@@ -10,6 +10,11 @@ Environments can opt in to richer simulation through two duck-typed hooks on ``e
 about the current task (public information only), and ``apply_prediction(action, prediction)``
 advances the env's cheap bookkeeping (turn counter, history) from a predicted outcome without
 executing anything.
+
+Some world models keep learning while the policy trains: they refit on every real execution the loop
+pays for (the anchors) and carry that state across a checkpoint. They declare so through
+:class:`LearningWorldModel`, so a trainer asks ``isinstance(model, LearningWorldModel)`` instead of
+probing for methods one by one.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["WorldModelQuery", "Prediction", "WorldModel", "SimulatableEnv"]
+__all__ = ["WorldModelQuery", "Prediction", "WorldModel", "LearningWorldModel", "SimulatableEnv"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,56 @@ class WorldModel(Protocol):
 
     def predict(self, queries: Sequence[WorldModelQuery]) -> Sequence[Prediction]:
         """Predict the outcome of every query (one batched call)."""
+        ...
+
+
+@runtime_checkable
+class LearningWorldModel(WorldModel, Protocol):
+    """A world model that keeps learning from the real outcomes of anchor executions.
+
+    Why a protocol of its own: the anchors are the only ground truth a run produces, and a world model
+    that refits on them shrinks its own bias as training goes (the frozen ones leave that to the
+    correction). Its learnt state is part of the run: a checkpoint that dropped it would resume with a
+    model that has forgotten every anchor, so the trainer saves :meth:`state_dict` and restores it with
+    :meth:`load_state_dict`. Frozen world models (a rubric, a prompted LLM) simply do not implement it.
+
+    Example:
+        >>> class Mean:
+        ...     name = "mean"
+        ...     def __init__(self): self.seen = []
+        ...     def predict(self, queries):
+        ...         mean = sum(self.seen) / len(self.seen) if self.seen else None
+        ...         return [Prediction(reward=mean) for _ in queries]
+        ...     def observe(self, queries, real_rewards):
+        ...         self.seen += [reward for reward in real_rewards if reward is not None]
+        ...     def state_dict(self): return {"seen": list(self.seen)}
+        ...     def load_state_dict(self, state): self.seen = list(state["seen"])
+        >>> model = Mean()
+        >>> isinstance(model, LearningWorldModel)
+        True
+        >>> model.observe([WorldModelQuery(None, "a"), WorldModelQuery(None, "b")], [0.2, None])
+        >>> model.predict([WorldModelQuery(None, "c")])[0].reward
+        0.2
+    """
+
+    def observe(self, queries: Sequence[WorldModelQuery], real_rewards: Sequence[float | None]) -> None:
+        """Learn from real executions: one real reward per query, ``None`` where the outcome is unknown.
+
+        Unknown rewards are skipped, never read as 0 (an infrastructure failure says nothing about the
+        solution).
+        """
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything learnt so far, as plain data a checkpoint can hold."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`.
+
+        Raises:
+            CheckpointError: the state does not fit this model (another version, config or features).
+        """
         ...
 
 

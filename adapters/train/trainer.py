@@ -61,7 +61,7 @@ from wmrl_envs.kaggle.outcome import Outcome
 from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.ledger import CostLedger
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, best_return
-from wmrl_envs.world_model import WorldModelQuery
+from wmrl_envs.world_model import LearningWorldModel, WorldModelQuery
 
 __all__ = [
     "CHECKPOINT",
@@ -318,8 +318,7 @@ class Trainer(RunTrainer):
         return metrics
 
     def _learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
-        observe = getattr(self.world_model, "observe", None)
-        if observe is None:
+        if not isinstance(self.world_model, LearningWorldModel):
             return
         started = time.perf_counter()
         queries, rewards = [], []
@@ -339,7 +338,7 @@ class Trainer(RunTrainer):
                     queries.append(WorldModelQuery(context, action))
                     rewards.append(real)
         if queries:
-            observe(queries, rewards)
+            self.world_model.observe(queries, rewards)
         self.learn_seconds += time.perf_counter() - started
 
     def _update(self, batch: list[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
@@ -428,7 +427,9 @@ class Trainer(RunTrainer):
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "loop": self.loop.state_dict(),
-            "world_model": getattr(self.world_model, "state_dict", dict)(),
+            "world_model": self.world_model.state_dict()
+            if isinstance(self.world_model, LearningWorldModel)
+            else {},
             "ledger": self.ledger.state_dict(),
             "meter": self.meter.state_dict(),
             "eval_meter": self.eval_meter.state_dict(),
@@ -450,7 +451,7 @@ class Trainer(RunTrainer):
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.loop.load_state_dict(state["loop"])
-        if state["world_model"] and hasattr(self.world_model, "load_state_dict"):
+        if state["world_model"] and isinstance(self.world_model, LearningWorldModel):
             self.world_model.load_state_dict(state["world_model"])
         self.ledger.load_state_dict(state["ledger"])
         self.meter.load_state_dict(state["meter"])

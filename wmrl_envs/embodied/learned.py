@@ -86,6 +86,12 @@ class LearnedProgressScorer:
     Use :meth:`push` for every finished anchor trajectory (or :meth:`push_groups` with a step's
     :class:`~wmrl_algos.types.ScoredGroup` list), then :meth:`refit` once per step.
 
+    It is a :class:`~wmrl_envs.embodied.progress.ProgressScorer`, not a world model: it learns from
+    whole anchor trajectories labelled success or failure (:meth:`push_groups`), not from
+    ``(query, reward)`` pairs, so it is not a :class:`~wmrl_envs.world_model.LearningWorldModel`
+    (``observe`` would have to invent per-trajectory labels from a collapsed reward). Its
+    :meth:`state_dict` / :meth:`load_state_dict` are checkpointed by the embodied trainer.
+
     Args:
         config: ensemble size, width, optimisation.
 

@@ -149,6 +149,10 @@ class _Fit:
 class LearnedWorldModel:
     """Online-learned world model: Bayesian ridge on solution features, optionally stacked on a base model.
 
+    It is a :class:`~wmrl_envs.world_model.LearningWorldModel` (structurally: :meth:`observe`,
+    :meth:`state_dict` and :meth:`load_state_dict`), so a trainer feeds it every anchor group's real
+    rewards and checkpoints its buffer.
+
     Args:
         base: a world model to stack on (its predicted reward becomes a feature and, with
             ``config.residual``, the offset the regression corrects). ``None``: learn from scratch.
