@@ -128,6 +128,30 @@ def test_a_corrupt_cache_file_is_rejected_with_the_fix(tmp_path: Path) -> None:
         ExecutionCache(path)
 
 
+def test_the_cache_key_covers_the_competition_content_and_the_grading_code(monkeypatch) -> None:
+    case = FidelityCase(context("t"), "print(1)\n")
+    same_id_other_content = replace(case, fingerprint="f" * 64)
+    assert len({case.key, same_id_other_content.key, replace(case, fingerprint="e" * 64).key}) == 3
+    before = same_id_other_content.key
+    monkeypatch.setattr("wmrl_envs.kaggle.fidelity.grading_code_version", lambda: "another-grader")
+    assert same_id_other_content.key != before
+
+
+@pytest.mark.parametrize("status", ["timeout", "sandbox_error"])
+def test_a_timeout_or_an_unknown_outcome_is_executed_again_not_cached(status: str) -> None:
+    calls: list[str] = []
+
+    def executor(case: FidelityCase) -> Outcome:
+        calls.append(case.solution)
+        return Outcome(status=status)  # type: ignore[arg-type]
+
+    cache = ExecutionCache(None)
+    cases = cases_of(["t"], 1)
+    for _ in range(2):
+        execute_cases(cases, executor, cache, progress=False)
+    assert len(calls) == 2 and len(cache) == 0
+
+
 class RecordingLearned(LearnedWorldModel):
     """The real learned world model, logging the order of predict and observe calls."""
 

@@ -29,16 +29,13 @@ from typing import Any
 from wmrl_algos.errors import DataError
 from wmrl_envs.kaggle.env import KaggleEnv
 from wmrl_envs.kaggle.fingerprint import competition_fingerprint, grading_code_version
-from wmrl_envs.kaggle.outcome import ExecutionStatus, Outcome
+from wmrl_envs.kaggle.outcome import UNCACHED_STATUSES, Outcome
 
 __all__ = ["CACHE_KEY_FORMAT", "UNCACHED_STATUSES", "ComputeMeter", "ExecutionCache", "CachedKaggleEnv"]
 
 CACHE_KEY_FORMAT = "wmrl-execution/2"
 """The first part of every cache key; bump it when what a key covers changes. Format 1 (unprefixed keys
 over the competition id) is never served."""
-UNCACHED_STATUSES: frozenset[ExecutionStatus] = frozenset({"sandbox_error", "timeout"})
-"""Outcomes that say nothing definite about the code, so they are executed again every time: an unknown
-one (the infrastructure failed) and a timeout (on a loaded host it measures the host, not the code)."""
 
 
 @dataclass

@@ -52,7 +52,14 @@ from tqdm.auto import tqdm
 
 from wmrl_algos.errors import ConfigError, DataError, WorldModelError, require
 from wmrl_envs.fidelity import cross_fitted_calibration
-from wmrl_envs.kaggle.outcome import ExecutionStatus, KaggleContext, Outcome, RewardLadder
+from wmrl_envs.kaggle.fingerprint import grading_code_version
+from wmrl_envs.kaggle.outcome import (
+    UNCACHED_STATUSES,
+    ExecutionStatus,
+    KaggleContext,
+    Outcome,
+    RewardLadder,
+)
 from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
 
 __all__ = [
@@ -88,12 +95,16 @@ class FidelityCase:
         solution: the agent's message or bare code (what both the sandbox and the world model get).
         source: ``"reference"`` (the suite's leaderboard population) or ``"rollout"`` (agent output).
         label: a human-readable name (e.g. the reference solution's recipe), for tables.
+        fingerprint: the competition's content fingerprint
+            (:func:`wmrl_envs.kaggle.fingerprint.competition_fingerprint`); empty: the competition id
+            stands in for it (only safe while one id means one content, as in the embedded suite).
     """
 
     context: KaggleContext
     solution: str
     source: CaseSource = "reference"
     label: str = ""
+    fingerprint: str = ""
 
     @property
     def competition_id(self) -> str:
@@ -102,8 +113,14 @@ class FidelityCase:
 
     @property
     def key(self) -> str:
-        """Cache key: SHA-256 of the competition id and the solution text."""
-        return hashlib.sha256(f"{self.context.competition_id}\0{self.solution}".encode()).hexdigest()
+        """Cache key: SHA-256 of the grading code's version, the competition and the solution text.
+
+        Why the grading version and the content: the cache file outlives the code that wrote it, and a
+        record made by another grader, or for another competition under the same id, is a wrong grade.
+        """
+        competition = self.fingerprint or f"id:{self.context.competition_id}"
+        text = f"{grading_code_version()}\0{competition}\0{self.solution}"
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def query(self) -> WorldModelQuery:
         """The world-model query for this case."""
@@ -236,7 +253,8 @@ def execute_cases(
     Args:
         cases: the corpus.
         executor: runs one case for real.
-        cache: results by case key; fresh results are added to it.
+        cache: results by case key; fresh definite results are added to it (a timeout or an unknown
+            outcome is executed again next time: :data:`~wmrl_envs.kaggle.outcome.UNCACHED_STATUSES`).
         ladder: maps outcomes to rewards (default ladder if ``None``).
         progress: show a tqdm bar.
 
@@ -255,7 +273,8 @@ def execute_cases(
             seconds += time.perf_counter() - start
             executed += 1
             record = RealRecord.from_outcome(outcome, ladder)
-            cache.put(case.key, record)
+            if outcome.status not in UNCACHED_STATUSES:
+                cache.put(case.key, record)
         records.append(record)
     return records, ExecutionStats(
         n_cases=len(cases),

@@ -24,6 +24,7 @@ __all__ = [
     "RewardLadder",
     "KaggleContext",
     "Outcome",
+    "UNCACHED_STATUSES",
     "position_score",
 ]
 
@@ -35,6 +36,11 @@ ExecutionStatus = Literal[
 valid submission (missing, wrong schema, NaNs...). ``valid``: graded. ``timeout``: it ran past the
 wall-clock limit (the solution's failure: rewarded like ``runtime_error``). ``sandbox_error``: the
 infrastructure failed; the outcome is unknown."""
+UNCACHED_STATUSES: frozenset[ExecutionStatus] = frozenset({"sandbox_error", "timeout"})
+"""Outcomes that say nothing definite about the code, so no execution cache stores them: an unknown one
+(the infrastructure failed) and a timeout (on a loaded host it measures the host, not the code). The
+next request for the same solution executes it again."""
+
 
 TaskType = Literal["binary", "multiclass", "regression"]
 
