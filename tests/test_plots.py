@@ -97,8 +97,12 @@ def test_compute_charged_and_spent_that_differ_have_distinct_styles(close_figure
 
 def test_the_embodied_success_panel_is_on_the_unit_scale_too(close_figures: None) -> None:
     lines = [{"step": 1.0, "eval/success_rate": 0.4, "diag/sim_success_rate": 0.3}]
-    axis = _axis(training_figure(lines, EMBODIED_PANELS), "success rate")
+    figure = training_figure(lines, EMBODIED_PANELS)
+    axis = _axis(figure, "success rate")
     assert axis.get_ylim()[0] <= 0.0 and 1.0 <= axis.get_ylim()[1] <= 1.05
+    unmeasured = _axis(figure, "anchor weight (IVD)")  # an sft run has no anchors
+    assert [text.get_text() for text in unmeasured.texts] == ["not measured in this run"]
+    assert not unmeasured.get_lines(), "no reference line in a panel with no data"
 
 
 def test_the_png_of_a_run_directory_is_titled_with_env_algo_and_seed(tmp_path: Path) -> None:

@@ -173,7 +173,7 @@ def _draw(axis: Any, panel: Panel, lines: Sequence[Mapping[str, float]]) -> None
         axis.annotate(
             f"{last_value:.2f}", (last_step, last_value), textcoords="offset points", xytext=(-10, 8)
         )
-    for value, label in panel.references:  # labelled on the line itself, so the legend keeps to the data
+    for value, label in panel.references if drawn else ():  # labelled on the line: the legend keeps to data
         axis.axhline(value, color="grey", linestyle="--", linewidth=1, alpha=0.7)
         axis.annotate(
             label,
