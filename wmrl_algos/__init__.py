@@ -30,7 +30,7 @@ from wmrl_algos.residual import ResidualCorrection, RidgeResidual
 from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult, as_score_array
 
 if TYPE_CHECKING:
-    from wmrl_algos.grpo import GRPOConfig, LossType, grpo_loss
+    from wmrl_algos.grpo import GRPOConfig, LossType, grpo_loss, grpo_update
 
 __all__ = [
     "BackendUnavailableError",
@@ -65,9 +65,10 @@ __all__ = [
     "GRPOConfig",
     "LossType",
     "grpo_loss",
+    "grpo_update",
 ]
 
-_LAZY_GRPO = frozenset({"GRPOConfig", "LossType", "grpo_loss"})
+_LAZY_GRPO = frozenset({"GRPOConfig", "LossType", "grpo_loss", "grpo_update"})
 
 
 def __getattr__(name: str) -> Any:

@@ -22,11 +22,15 @@ DAPO's recipe also uses an asymmetric clip (``epsilon_high=0.28``), set independ
 
 The KL penalty to a reference policy uses the k3 estimator ``exp(ref - logp) - (ref - logp) - 1``,
 which is non-negative and zero exactly when the two agree.
+
+:func:`grpo_update` is the update both ``wmrl train`` trainers run on top of the loss: a few clipped
+epochs on one batch, with a gradient-norm clip, reporting the loss and the approximate KL it moved.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,7 +39,7 @@ from torch import Tensor
 
 from wmrl_algos.errors import ConfigError
 
-__all__ = ["LossType", "GRPOConfig", "grpo_loss"]
+__all__ = ["LossType", "GRPOConfig", "grpo_loss", "grpo_update"]
 
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
 
@@ -227,3 +231,59 @@ def grpo_loss(
             "charts/clip_fraction": float((clipped.to(mask.dtype) * mask).sum() / n_tokens),
         }
     return loss, metrics
+
+
+def grpo_update(
+    logprobs: Callable[[], tuple[Tensor, Tensor]],
+    optimizer: torch.optim.Optimizer,
+    parameters: Sequence[torch.nn.Parameter],
+    advantages: Tensor,
+    *,
+    clip: float,
+    epochs: int,
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """``epochs`` clipped GRPO steps (:func:`grpo_loss`) on one batch; returns the loss metrics.
+
+    Args:
+        logprobs: recomputes the batch's ``(B, T)`` log-probs and mask under the current parameters.
+        optimizer: steps ``parameters``.
+        parameters: what the gradient-norm clip applies to.
+        advantages: ``(B,)``, one per trajectory, broadcast over its steps by the loss.
+        clip: the symmetric ratio clip.
+        epochs: gradient steps on the batch.
+        max_grad_norm: the gradient-norm clip.
+
+    Returns:
+        :func:`grpo_loss`'s metrics of the last epoch plus ``losses/loss``, ``losses/grad_norm`` and
+        ``losses/approx_kl`` (the k3 KL between the batch's old and updated log-probs).
+
+    Example:
+        >>> weight = torch.nn.Parameter(torch.zeros(1))
+        >>> def logprobs():
+        ...     return torch.stack([weight, -weight]).expand(2, 3), torch.ones(2, 3)
+        >>> optimizer = torch.optim.SGD([weight], lr=0.1)
+        >>> metrics = grpo_update(logprobs, optimizer, [weight], torch.tensor([1.0, -1.0]),
+        ...                       clip=0.2, epochs=1, max_grad_norm=1.0)
+        >>> weight.item() > 0, metrics["losses/approx_kl"] > 0
+        (True, True)
+    """
+    loss_config = GRPOConfig(epsilon_low=clip, epsilon_high=clip)
+    with torch.no_grad():
+        old, mask = logprobs()
+    advantages = advantages.to(old.device)  # the policy may live on a GPU; the advantages come from numpy
+    metrics: dict[str, float] = {}
+    for _ in range(epochs):
+        new, mask = logprobs()
+        loss, metrics = grpo_loss(new, old, advantages, mask, config=loss_config)
+        optimizer.zero_grad()
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+        optimizer.step()
+        metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
+    with torch.no_grad():
+        new, mask = logprobs()
+        log_ratio = old - new
+        kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
+    metrics["losses/approx_kl"] = float(kl)
+    return metrics

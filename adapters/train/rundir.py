@@ -8,7 +8,8 @@ extends or shortens the run) and recomputes the metrics after the checkpoint, Ct
 last completed step, a tqdm bar, plots and ``summary.json`` at the end. :class:`RunTrainer` holds all
 of it; a trainer supplies the step (:meth:`RunTrainer.train_step`), the evaluation
 (:meth:`RunTrainer.evaluate_metrics`), what its checkpoint holds beyond the common part
-(:meth:`RunTrainer.extra_state` / :meth:`RunTrainer.restore_extra`) and its plots.
+(:meth:`RunTrainer.extra_state` / :meth:`RunTrainer.restore_extra`) and its plots. The update itself,
+:func:`~wmrl_algos.grpo.grpo_update`, lives beside the loss in ``wmrl_algos`` (still importable here).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tqdm.auto import tqdm
 from wmrl_adapters.train.state_io import load_state, state_bytes, write_atomic
 
 from wmrl_algos.errors import CheckpointError, ConfigError
-from wmrl_algos.grpo import GRPOConfig, grpo_loss
+from wmrl_algos.grpo import grpo_update
 
 __all__ = [
     "CHECKPOINT",
@@ -94,46 +95,6 @@ def mean_known(values: Sequence[float | None]) -> float | None:
     """
     known = [float(v) for v in values if v is not None and math.isfinite(v)]
     return float(np.mean(known)) if known else None
-
-
-def grpo_update(
-    logprobs: Callable[[], tuple[torch.Tensor, torch.Tensor]],
-    optimizer: torch.optim.Optimizer,
-    parameters: Sequence[torch.nn.Parameter],
-    advantages: torch.Tensor,
-    *,
-    clip: float,
-    epochs: int,
-    max_grad_norm: float,
-) -> dict[str, float]:
-    """``epochs`` clipped GRPO steps on one batch (both trainers' update); returns the loss metrics.
-
-    Args:
-        logprobs: recomputes the batch's ``(B, T)`` log-probs and mask under the current parameters.
-        optimizer: steps ``parameters``.
-        parameters: what the gradient-norm clip applies to.
-        advantages: ``(B,)``, one per trajectory, broadcast over its steps by the loss.
-        clip: the symmetric ratio clip; ``epochs``: gradient steps; ``max_grad_norm``: the norm clip.
-    """
-    loss_config = GRPOConfig(epsilon_low=clip, epsilon_high=clip)
-    with torch.no_grad():
-        old, mask = logprobs()
-    advantages = advantages.to(old.device)  # the policy may live on a GPU; the advantages come from numpy
-    metrics: dict[str, float] = {}
-    for _ in range(epochs):
-        new, mask = logprobs()
-        loss, metrics = grpo_loss(new, old, advantages, mask, config=loss_config)
-        optimizer.zero_grad()
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
-        optimizer.step()
-        metrics = {**metrics, "losses/loss": float(loss.detach()), "losses/grad_norm": float(norm)}
-    with torch.no_grad():
-        new, mask = logprobs()
-        log_ratio = old - new
-        kl = ((torch.exp(log_ratio) - log_ratio - 1.0) * mask).sum() / mask.sum().clamp(min=1.0)
-    metrics["losses/approx_kl"] = float(kl)
-    return metrics
 
 
 @contextlib.contextmanager

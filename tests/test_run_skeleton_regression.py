@@ -1,0 +1,177 @@
+"""The shared run skeleton computes what the trainers computed before it was factored out.
+
+Why a recorded fixture: restructuring the two trainers (Kaggle and embodied) onto one step template must
+not change a single number a run learns from. ``tests/data/run_skeleton_regression.json`` holds, from
+the code before the restructuring, the learning metrics (:func:`learning_metrics`: timing and CPU-second
+keys left out, they are not deterministic) of short real runs of both tracks, and the correction
+settings every ``--algo`` resolves to with each track's defaults. ``tests/data/run_skeleton_before/``
+holds the Kaggle run's directory after its 2 steps (``config.json``, ``checkpoint.pt``, metrics), so a
+checkpoint written before the restructuring is checked to resume to the recorded third step.
+
+Regenerate (only on purpose, from the code whose behaviour is the reference):
+``python3 tests/test_run_skeleton_regression.py --record`` (the embodied run needs the embodied stack).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _helpers import embodied_marks
+
+FIXTURE = Path(__file__).parent / "data" / "run_skeleton_regression.json"
+BEFORE_RUN = Path(__file__).parent / "data" / "run_skeleton_before"
+
+KAGGLE = dict(
+    steps=2,
+    groups=2,
+    group_size=2,
+    max_turns=1,
+    anchor_fraction=0.5,
+    competitions="titanic-survival",
+    policy="design",
+    world_model="rubric",
+    eval_samples=0,
+    warm=0,
+    progress=False,
+)
+KAGGLE_ALGOS = ("grpo", "wmrl")
+EMBODIED = dict(
+    steps=2, groups=2, group_size=2, anchor_fraction=0.5, horizon=3, eval_samples=1, workers=1, progress=False
+)
+EMBODIED_ALGOS = ("grpo", "wmrl")
+
+
+def _learning_lines(run_dir: Path) -> list[dict[str, float]]:
+    from wmrl_adapters.train.rundir import learning_metrics, read_metrics
+
+    return [learning_metrics(line) for line in read_metrics(run_dir / "metrics.jsonl")]
+
+
+def kaggle_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
+    """The learning metrics of a 2-step Kaggle run (real bubblewrap sandbox, design policy, rubric)."""
+    from wmrl_adapters.train.config import TrainConfig
+    from wmrl_adapters.train.trainer import Trainer
+
+    Trainer(TrainConfig(algo=algo, **KAGGLE), run_dir).run()  # type: ignore[arg-type]
+    return _learning_lines(run_dir)
+
+
+def kaggle_resume_to_three(run_dir: Path) -> list[dict[str, float]]:
+    """Resume the 2-step wmrl run in ``run_dir`` to 3 steps; its learning metrics."""
+    from wmrl_adapters.train.config import TrainConfig
+    from wmrl_adapters.train.trainer import Trainer
+
+    config = TrainConfig(algo="wmrl", **{**KAGGLE, "steps": 3})  # type: ignore[arg-type]
+    Trainer(config, run_dir, resume=True).run()
+    return _learning_lines(run_dir)
+
+
+def embodied_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
+    """The learning metrics of a 2-step robosuite Lift run of the gaussian-mlp policy."""
+    from wmrl_adapters.train.config import EmbodiedConfig
+    from wmrl_adapters.train.embodied import EmbodiedTrainer
+
+    EmbodiedTrainer(EmbodiedConfig(algo=algo, **EMBODIED), run_dir).run()  # type: ignore[arg-type]
+    return _learning_lines(run_dir)
+
+
+def correction_settings() -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``CorrectionConfig`` of every algorithm under each track's default settings."""
+    from wmrl_adapters.train.config import ALGOS, EmbodiedConfig, TrainConfig
+    from wmrl_adapters.train.trainer import correction_config
+
+    return {
+        track: {
+            algo: dataclasses.asdict(correction_config(config.replace(algo=algo)))  # type: ignore[arg-type]
+            for algo in ALGOS
+        }
+        for track, config in (("kaggle", TrainConfig()), ("embodied", EmbodiedConfig()))
+    }
+
+
+def _same(recorded: Any, now: Any, where: str) -> None:
+    if isinstance(recorded, dict):
+        assert isinstance(now, dict) and sorted(recorded) == sorted(now), (
+            f"{where}: keys {sorted(recorded)} before, {sorted(now) if isinstance(now, dict) else now} now"
+        )
+        for key in recorded:
+            _same(recorded[key], now[key], f"{where}/{key}")
+    elif isinstance(recorded, list):
+        assert isinstance(now, list) and len(recorded) == len(now), f"{where}: {recorded} before, {now} now"
+        for index, (old, new) in enumerate(zip(recorded, now, strict=True)):
+            _same(old, new, f"{where}[{index}]")
+    elif isinstance(recorded, float) and isinstance(now, (int, float)):
+        assert (math.isnan(recorded) and math.isnan(now)) or abs(recorded - now) <= 1e-9, (
+            f"{where}: {recorded!r} before, {now!r} now"
+        )
+    else:
+        assert recorded == now, f"{where}: {recorded!r} before, {now!r} now"
+
+
+def _recorded() -> dict[str, Any]:
+    return json.loads(FIXTURE.read_text())
+
+
+def test_every_algorithm_resolves_to_the_recorded_correction_settings():
+    _same(_recorded()["correction"], correction_settings(), "correction")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", KAGGLE_ALGOS)
+def test_a_kaggle_run_learns_exactly_what_it_learned_before_the_skeleton(algo, tmp_path):
+    _same(_recorded()["kaggle"][algo], kaggle_run(algo, tmp_path / algo), f"kaggle/{algo}")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_kaggle_checkpoint_written_before_the_skeleton_resumes_to_the_recorded_step(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(BEFORE_RUN, run_dir)
+    _same(_recorded()["kaggle_resumed"], kaggle_resume_to_three(run_dir), "kaggle_resumed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", [pytest.param(algo, marks=embodied_marks()) for algo in EMBODIED_ALGOS])
+def test_an_embodied_run_learns_exactly_what_it_learned_before_the_skeleton(algo, tmp_path):
+    _same(_recorded()["embodied"][algo], embodied_run(algo, tmp_path / algo), f"embodied/{algo}")
+
+
+def record(work: Path) -> dict[str, Any]:
+    """Run everything the tests compare and return the fixture's content (twice each: they must agree)."""
+    result: dict[str, Any] = {"correction": correction_settings(), "kaggle": {}, "embodied": {}}
+    for algo in KAGGLE_ALGOS:
+        first, second = (kaggle_run(algo, work / f"kaggle-{algo}-{n}") for n in (1, 2))
+        _same(first, second, f"kaggle/{algo} (two runs of one code)")
+        result["kaggle"][algo] = first
+    if BEFORE_RUN.exists():
+        shutil.rmtree(BEFORE_RUN)
+    shutil.copytree(work / "kaggle-wmrl-1", BEFORE_RUN, ignore=shutil.ignore_patterns("plots", "tensorboard"))
+    (BEFORE_RUN / "summary.json").unlink()
+    resumed = work / "kaggle-resumed"
+    shutil.copytree(BEFORE_RUN, resumed)
+    result["kaggle_resumed"] = kaggle_resume_to_three(resumed)
+    for algo in EMBODIED_ALGOS:
+        first, second = (embodied_run(algo, work / f"embodied-{algo}-{n}") for n in (1, 2))
+        _same(first, second, f"embodied/{algo} (two runs of one code)")
+        result["embodied"][algo] = first
+    return result
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--record"]:
+        sys.exit("usage: python3 tests/test_run_skeleton_regression.py --record")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        content = record(Path(scratch))
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    FIXTURE.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {FIXTURE} and {BEFORE_RUN}")
