@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +38,14 @@ from wmrl_adapters.train.world_models import (
     EMBEDDINGS,
     WORLD_MODEL_ALIASES,
     WORLD_MODEL_SPECS,
+    WorldModelSpec,
     build_world_model,
-    is_world_model_spec,
-    resolve_world_model_spec,
+    check_embeddings_available,
+    split_world_model_specs,
     transformers_model_dir,
 )
 
-from wmrl_algos.errors import ConfigError, DataError, MissingDependencyError
+from wmrl_algos.errors import ConfigError, DataError
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.fidelity import (
     ExecutionCache,
@@ -86,9 +88,11 @@ class FidelityArgs:
 
     Attributes:
         world_models: world-model specs, as ``wmrl train --world-model`` spells them
-            (:data:`~wmrl_adapters.train.world_models.WORLD_MODEL_SPECS`: ``rubric``, ``learned``,
-            ``learned+rubric``, ``llm:transformers[=MODEL_DIR]``, ``llm:http://HOST:PORT/v1``) or the
-            older names ``llm-transformers`` / ``llm-http``; each is evaluated on the same corpus.
+            (:class:`~wmrl_adapters.train.world_models.WorldModelSpec`: ``rubric``,
+            ``learned[:embeddings=minilm]``, ``learned+rubric[:embeddings=minilm]``,
+            ``llm:transformers[=MODEL_DIR][,max_new_tokens=N]``, ``llm:http://HOST:PORT/v1[,...]``) or
+            the older names ``llm-transformers`` / ``llm-http``; each is evaluated on the same corpus,
+            and each builds the model ``wmrl train`` builds from the same text.
         competitions: competition ids to use; empty: every competition of ``split``.
         split: which part of the suite when ``competitions`` is empty (``train``, ``heldout``, ``all``).
         references: include the reference population of each competition.
@@ -103,10 +107,13 @@ class FidelityArgs:
         cache: JSONL file of cached real results (``None``: ``~/.cache/wmrl/fidelity/executions.jsonl``).
         output_dir: where the table and plots go.
         embeddings: ``"minilm"`` adds all-MiniLM-L6-v2 code embeddings to the learned world models
-            (needs ``wmrl[llm]``); ``"none"`` uses structural features only.
+            whose spec does not say (needs ``wmrl[llm]``): a shorthand for ``:embeddings=minilm`` on
+            each of them. ``"none"``: as the specs say.
         llm_max_cases: the LLM world models see at most this many cases (a seeded subset, whole tasks
             first); they take seconds per prediction on CPU. 0 means all.
-        llm_max_new_tokens: generation budget of the LLM world models.
+        llm_max_new_tokens: generation budget of the LLM world models whose spec does not state one
+            (``None``: the spec's, by default the LLM world model's own). Deprecated on the command
+            line: write ``,max_new_tokens=N`` into the spec.
         llm_model: model folder for ``llm:transformers`` / ``llm-transformers`` (``None``: the offline
             SmolLM2-135M-Instruct).
         llm_base_url: OpenAI-compatible server for ``llm-http``.
@@ -129,7 +136,7 @@ class FidelityArgs:
     output_dir: Path = Path("fidelity-results")
     embeddings: Literal["none", "minilm"] = "none"
     llm_max_cases: int = 32
-    llm_max_new_tokens: int = 96
+    llm_max_new_tokens: int | None = None
     llm_model: str | None = None
     llm_base_url: str | None = None
     batch_size: int = 32
@@ -137,14 +144,9 @@ class FidelityArgs:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        unknown = [
-            name
-            for name in self.world_models
-            if name not in WORLD_MODEL_ALIASES and not is_world_model_spec(name)
-        ]
-        if unknown or not self.world_models:
+        if not self.world_models:
             raise ConfigError(
-                f"world_models={self.world_models!r}: unknown {unknown}; choose from "
+                f"world_models={self.world_models!r}: nothing to measure; choose from "
                 f"{', '.join(WORLD_MODEL_SPECS)} (or the older names {', '.join(WORLD_MODEL_ALIASES)})"
             )
         if not self.references and self.rollouts is None:
@@ -156,6 +158,11 @@ class FidelityArgs:
             )
         if self.embeddings not in EMBEDDINGS:
             raise ConfigError(f"embeddings={self.embeddings!r}; use one of {', '.join(EMBEDDINGS)}")
+        if self.llm_max_new_tokens is not None and self.llm_max_new_tokens < 1:
+            raise ConfigError(
+                f"llm_max_new_tokens={self.llm_max_new_tokens}; pass a positive budget "
+                "(or write it into the spec: llm:transformers,max_new_tokens=96)"
+            )
         if self.llm_max_cases < 0 or self.batch_size < 1:
             raise ConfigError(
                 f"llm_max_cases={self.llm_max_cases}, batch_size={self.batch_size}; pass >= 0 and >= 1"
@@ -180,21 +187,16 @@ class FidelityArgs:
             model_dir = transformers_model_dir(name)
             if model_dir:
                 check_model_dir("--world-models", model_dir)
-        if self.embeddings == "minilm":
-            from wmrl_adapters.embeddings import minilm_model_dir
+            check_embeddings_available(self.spec(name), "--world-models")
 
-            try:
-                minilm_model_dir()
-            except MissingDependencyError as error:
-                raise MissingDependencyError(f"--embeddings minilm: {error}") from error
-
-    def spec(self, name: str) -> str:
-        """The canonical world-model spec of ``name``, with ``llm_model`` / ``llm_base_url`` filled in.
+    def spec(self, name: str) -> WorldModelSpec:
+        """The world-model spec of ``name``, with ``llm_model`` / ``llm_base_url`` and the flags filled in.
 
         Raises:
             ConfigError: an unknown name, or ``llm-http`` without ``llm_base_url``.
         """
-        return resolve_world_model_spec(name, llm_model=self.llm_model, llm_base_url=self.llm_base_url)
+        spec = WorldModelSpec.parse(name, llm_model=self.llm_model, llm_base_url=self.llm_base_url)
+        return spec.with_defaults(embeddings=self.embeddings, max_new_tokens=self.llm_max_new_tokens)
 
 
 @dataclass(frozen=True)
@@ -398,9 +400,7 @@ def make_world_model(name: str, args: FidelityArgs) -> WorldModel:
         ConfigError: unknown name (the message lists the valid ones).
         MissingDependencyError: the model's optional dependency is missing.
     """
-    return build_world_model(
-        args.spec(name), embeddings=args.embeddings, llm_max_new_tokens=args.llm_max_new_tokens
-    )
+    return build_world_model(args.spec(name))
 
 
 def run_fidelity(args: FidelityArgs) -> FidelityReport:
@@ -509,9 +509,15 @@ _ARGUMENT_HELP = {
     "memory_mb": "per-execution memory limit in MB",
     "cache": "execution cache JSONL (default: ~/.cache/wmrl/fidelity/executions.jsonl)",
     "output_dir": "where the table and the plots are written",
-    "embeddings": f"{' or '.join(EMBEDDINGS)} (code embeddings for the learned world models)",
+    "embeddings": (
+        f"{' or '.join(EMBEDDINGS)}: code embeddings for the learned world models whose spec does not "
+        "say (the same as learned:embeddings=minilm)"
+    ),
     "llm_max_cases": "cases the LLM world models see (whole tasks first; 0 = all)",
-    "llm_max_new_tokens": "generation budget of the LLM world models",
+    "llm_max_new_tokens": (
+        "deprecated: write the budget into the spec, e.g. llm:transformers,max_new_tokens=96 "
+        "(default: the spec's budget)"
+    ),
     "llm_model": "model folder for llm:transformers (default: offline SmolLM2-135M-Instruct)",
     "llm_base_url": "OpenAI-compatible server for llm-http, e.g. http://127.0.0.1:8000/v1",
     "batch_size": "queries per predict call",
@@ -541,18 +547,27 @@ def parse_args(argv: Sequence[str] | None = None) -> FidelityArgs:
     parser.add_argument("--no-strict-sandbox", action="store_true", help="let the sandbox degrade isolation")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     namespace = vars(parser.parse_args(argv))
+    if namespace["llm_max_new_tokens"] is not None:
+        print(
+            "wmrl fidelity: --llm-max-new-tokens is deprecated; write the budget into the world model's "
+            "spec instead, e.g. --world-models llm:transformers,max_new_tokens="
+            f"{namespace['llm_max_new_tokens']}",
+            file=sys.stderr,
+        )
     values: dict[str, object] = {}
     for name, text in namespace.items():
         if text is None or name not in _ARGUMENT_HELP:
             continue
         default = getattr(defaults, name)
-        if isinstance(default, tuple):
+        if name == "world_models":
+            values[name] = split_world_model_specs(text)
+        elif isinstance(default, tuple):
             values[name] = tuple(item for item in text.split(",") if item)
         elif name in ("rollouts", "cache", "output_dir"):
             values[name] = Path(text)
         elif name in ("llm_model", "llm_base_url", "split", "sandbox", "embeddings"):
             values[name] = text
-        elif isinstance(default, int):
+        elif isinstance(default, int) or name == "llm_max_new_tokens":
             values[name] = int(text)
         elif isinstance(default, float):
             values[name] = float(text)

@@ -50,7 +50,7 @@ def test_version_prints_the_installed_version() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--world-models", "nope"], "unknown ['nope']"),
+        (["--world-models", "nope"], "unknown world model 'nope'"),
         (["--split", "x"], "split='x'"),
         (["--sandbox", "x"], "unknown sandbox backend 'x'"),
         (["--world-models", "llm-http"], "needs llm_base_url"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from wmrl_adapters.train.world_models import transformers_model_dir
+from wmrl_adapters.train.world_models import WORLD_MODEL_SPECS, WorldModelSpec, check_embeddings_available
 
 from wmrl_algos.errors import ConfigError
 
@@ -46,7 +46,7 @@ __all__ = [
 
 Algo = Literal["grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
 ALGOS: tuple[str, ...] = ("grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl")
-WORLD_MODELS: tuple[str, ...] = ("rubric", "learned", "learned+rubric", "llm:<backend>")
+WORLD_MODELS: tuple[str, ...] = WORLD_MODEL_SPECS
 POLICIES: tuple[str, ...] = ("design", "llm")
 
 
@@ -170,8 +170,8 @@ class TrainConfig:
     world_model: str = field(
         default="learned+rubric",
         metadata=_help(
-            "rubric | learned | learned+rubric | llm:transformers[=MODEL_DIR] | llm:http://HOST:PORT/v1. The "
-            "learned models keep learning from the anchor executions."
+            f"{' | '.join(WORLD_MODEL_SPECS)}. The learned models keep learning from the anchor executions; "
+            "wmrl fidelity reads the same spec and builds the same model."
         ),
     )
     policy: str = field(
@@ -255,10 +255,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(ALGOS)}")
-        if self.world_model not in WORLD_MODELS[:3] and not self.world_model.startswith("llm:"):
-            raise ConfigError(
-                f"world_model={self.world_model!r} is unknown; choose from {', '.join(WORLD_MODELS)}"
-            )
+        WorldModelSpec.parse(self.world_model)  # the builder's parser: what it refuses is refused here
         if self.weighting not in ("paper", "agreement"):
             raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
         if self.policy.startswith("llm:"):
@@ -290,9 +287,10 @@ class TrainConfig:
 
     def _check_paths(self) -> None:
         """Every model directory and competition directory given exists, before anything loads them."""
-        model_dir = transformers_model_dir(self.world_model)
-        if model_dir:
-            check_model_dir("--world-model", model_dir)
+        world_model = WorldModelSpec.parse(self.world_model)
+        if world_model.model_dir:
+            check_model_dir("--world-model", world_model.model_dir)
+        check_embeddings_available(world_model, "--world-model")
         if self.llm_model:
             check_model_dir("--llm-model", self.llm_model)
         for spec in self.eval_competitions.split(","):
