@@ -1,6 +1,6 @@
 """``wmrl fidelity``: measure world models against real executions of the built-in Kaggle suite.
 
-Why in the adapters: the harness itself (:mod:`wmrl_envs.fidelity`) is core and knows nothing of
+Why in the adapters: the harness itself (:mod:`wmrl_envs.kaggle.fidelity`) is core and knows nothing of
 language models; this module builds world models *by name* — some of which live in adapters (the LLM
 backends, the MiniLM embedder) — assembles the corpus from the suite, runs it, and writes the report.
 
@@ -59,6 +59,7 @@ from wmrl_envs.kaggle.fidelity import (
     plot_reliability,
     write_table,
 )
+from wmrl_envs.kaggle.fingerprint import competition_fingerprint
 from wmrl_envs.kaggle.grading import grade_execution
 from wmrl_envs.kaggle.outcome import KaggleContext, Outcome, RewardLadder
 from wmrl_envs.kaggle.references import REFERENCE_NAMES, ReferenceEntry
@@ -316,7 +317,11 @@ def reference_cases(
             if names and solution.name not in names:
                 continue
             case = FidelityCase(
-                context=context, solution=solution.code, source="reference", label=solution.name
+                context=context,
+                solution=solution.code,
+                source="reference",
+                label=solution.name,
+                fingerprint=competition_fingerprint(competition),
             )
             cases.append(case)
             if cache.get(case.key) is not None:
@@ -363,6 +368,7 @@ def rollout_cases(suite: KaggleSuite, path: Path) -> list[FidelityCase]:
     """
     cases: list[FidelityCase] = []
     contexts: dict[str, KaggleContext] = {}
+    fingerprints: dict[str, str] = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -378,12 +384,15 @@ def rollout_cases(suite: KaggleSuite, path: Path) -> list[FidelityCase]:
                 f"{path}:{number}: unknown competition {competition_id!r}; choose from {suite.ids()}"
             )
         if competition_id not in contexts:
-            contexts[competition_id] = suite.get(competition_id).context()
+            competition = suite.get(competition_id)
+            contexts[competition_id] = competition.context()
+            fingerprints[competition_id] = competition_fingerprint(competition)
         cases.append(
             FidelityCase(
                 context=contexts[competition_id],
                 solution=solution,
                 source="rollout",
+                fingerprint=fingerprints[competition_id],
                 label=str(entry.get("label", "")),
             )
         )

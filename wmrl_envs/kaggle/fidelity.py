@@ -42,7 +42,7 @@ import json
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -60,7 +60,7 @@ from wmrl_envs.kaggle.outcome import (
     Outcome,
     RewardLadder,
 )
-from wmrl_envs.world_model import Prediction, WorldModel, WorldModelQuery
+from wmrl_envs.world_model import LearningWorldModel, Prediction, WorldModel, WorldModelQuery
 
 __all__ = [
     "CaseSource",
@@ -315,7 +315,7 @@ def predict_cases(
 ) -> PredictionRun:
     """Predict every case; prequentially (per task, predict then observe) for online-learning models.
 
-    A model with an ``observe(queries, rewards)`` method is evaluated prequentially when ``real`` is
+    A :class:`~wmrl_envs.world_model.LearningWorldModel` is evaluated prequentially when ``real`` is
     given: tasks are visited in first-appearance order; each task's cases are predicted, then its real
     rewards observed. So no prediction has seen its own task's outcomes.
 
@@ -334,10 +334,7 @@ def predict_cases(
         raise ConfigError(f"batch_size={batch_size}; pass >= 1 queries per predict call")
     if real is not None and len(real) != len(cases):
         raise ConfigError(f"{len(cases)} cases but {len(real)} real records; pass one record per case")
-    observe: Callable[[Sequence[WorldModelQuery], Sequence[float | None]], None] | None = getattr(
-        world_model, "observe", None
-    )
-    prequential = observe is not None and real is not None
+    prequential = isinstance(world_model, LearningWorldModel) and real is not None
     by_task: dict[str, list[int]] = defaultdict(list)
     for index, case in enumerate(cases):
         by_task[case.competition_id if prequential else ""].append(index)
@@ -360,8 +357,10 @@ def predict_cases(
                 predictions[index] = prediction
             if bar is not None:
                 bar.update(len(chunk))
-        if prequential and observe is not None and real is not None:
-            observe([cases[index].query() for index in indices], [real[index].reward for index in indices])
+        if prequential and isinstance(world_model, LearningWorldModel) and real is not None:
+            world_model.observe(
+                [cases[index].query() for index in indices], [real[index].reward for index in indices]
+            )
     if bar is not None:
         bar.close()
     return PredictionRun(
