@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +124,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the first real-server test waits for that build (tests/test_openai_backend.py).
     """
     items.sort(key=lambda item: "llama_server" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture
+def models_server() -> Iterator[str]:
+    """A real HTTP server that lists one model at ``/v1/models``, as an OpenAI-compatible server does."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.dumps({"data": [{"id": "served-model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -6,9 +6,6 @@ OpenAI-compatible ``/models`` call, and (``llm`` marker) the offline SmolLM2-135
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -25,32 +22,6 @@ from wmrl_algos.errors import BackendUnavailableError, ConfigError
 from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel
 from wmrl_envs.kaggle.world_models.llm import LLMWorldModel
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
-
-
-@pytest.fixture
-def models_server() -> Iterator[str]:
-    """A real HTTP server that lists one model at ``/v1/models``, as an OpenAI-compatible server does."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.dumps({"data": [{"id": "served-model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.parametrize(

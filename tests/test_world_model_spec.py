@@ -7,11 +7,8 @@ checkpoints what it learnt, only when it is a :class:`~wmrl_envs.world_model.Lea
 
 from __future__ import annotations
 
-import json
 import math
-import threading
-from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -31,31 +28,6 @@ from wmrl_envs.kaggle.world_models.learned import LearnedWorldModel
 from wmrl_envs.kaggle.world_models.llm import GenerationResult, LLMWorldModel, chatml
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 from wmrl_envs.world_model import LearningWorldModel, Prediction, WorldModel, WorldModelQuery
-
-
-@pytest.fixture
-def models_server() -> Iterator[str]:
-    """A real HTTP server listing one model at ``/v1/models``, as an OpenAI-compatible server does."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.dumps({"data": [{"id": "served-model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class _SilentBackend:
