@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from wmrl_algos.errors import IsolationUnavailableError
 from wmrl_envs.sandbox import (
     BubblewrapSandbox,
     ExecutionRequest,
@@ -87,13 +86,9 @@ def _comparable(result: ExecutionResult) -> tuple[object, ...]:
 
 
 @pytest.fixture(scope="module")
-def cold() -> Iterator[BubblewrapSandbox]:
-    try:
-        backend = BubblewrapSandbox(strict=True)
-    except IsolationUnavailableError as exc:
-        pytest.skip(f"full bubblewrap isolation unavailable here: {exc}")
-    yield backend
-    backend.close()
+def cold(strict_bubblewrap: BubblewrapSandbox) -> BubblewrapSandbox:
+    """The reference backend: a cold strict bubblewrap run."""
+    return strict_bubblewrap
 
 
 @pytest.fixture(scope="module")
