@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -62,3 +63,27 @@ def test_overrides_are_parsed_by_field_type():
 def test_the_paper_scale_is_8_groups_of_8_and_4_turns():
     config = paper_config()
     assert (config.groups, config.group_size, config.max_turns, config.steps) == (8, 8, 4, 30)
+
+
+def test_both_tracks_take_each_correction_default_from_correction_config_or_the_named_cpu_override():
+    from wmrl_adapters.train.config import EmbodiedConfig
+    from wmrl_adapters.train.settings import CPU_SCALE_OVERRIDES
+
+    from wmrl_algos.loop import CorrectionConfig
+
+    library = {spec.name: spec.default for spec in dataclasses.fields(CorrectionConfig)}
+    for config in (TrainConfig(), EmbodiedConfig()):
+        for name in ("anchor_fraction", "min_pairs", "refit_every", "warmup_groups", "weighting"):
+            assert getattr(config, name) == CPU_SCALE_OVERRIDES.get(name, library[name]), name
+
+
+def test_the_shared_settings_are_declared_once_and_help_the_same_in_both_tracks():
+    from wmrl_adapters.train.config import EmbodiedConfig
+    from wmrl_adapters.train.settings import RunSettings
+
+    shared = {spec.name: spec for spec in dataclasses.fields(RunSettings)}
+    embodied = {spec.name: spec for spec in dataclasses.fields(EmbodiedConfig)}
+    assert {spec.name: spec for spec in dataclasses.fields(TrainConfig) if spec.name in shared} == shared
+    differing = {name for name in shared if embodied[name].default != shared[name].default}
+    assert differing == {"steps", "learning_rate", "update_epochs", "eval_samples"}
+    assert all(embodied[name].metadata == shared[name].metadata for name in shared if name != "algo")

@@ -1,10 +1,13 @@
-"""``TrainConfig``: every setting of a ``wmrl train`` run, validated, with the algorithms' definitions.
+"""``TrainConfig`` (Kaggle) and ``EmbodiedConfig``: every setting of a ``wmrl train`` run, validated.
 
-Why one frozen dataclass: a run directory stores its resolved config, and ``--resume`` must refuse a
+Why frozen dataclasses: a run directory stores its resolved config, and ``--resume`` must refuse a
 run made with different settings; comparing two dataclass dicts is exact. Every field carries help
-text (shown by ``wmrl train --help``), and validation names the bad value and the valid choices.
+text (shown by ``wmrl train --help``), and validation names the bad value and the valid choices. The
+settings both tracks share are declared once, in :class:`~wmrl_adapters.train.settings.RunSettings`;
+each config adds its track's own.
 
-The algorithms (all on the same grouped rollouts, ``8 groups x 8 trajectories`` in the paper):
+The algorithms (rows of :data:`wmrl_algos.algorithms.ALGORITHMS`; all on the same grouped rollouts,
+``8 groups x 8 trajectories`` in the paper):
 
 =========  ===============================================================================================
 ``grpo``    every group executed for real; GRPO on real scores (the expensive baseline)
@@ -27,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from wmrl_adapters.train.settings import RunSettings, check_keys, track_default
 from wmrl_adapters.train.world_models import WORLD_MODEL_SPECS, WorldModelSpec, check_embeddings_available
 
+from wmrl_algos.algorithms import ALGORITHMS, Algo
 from wmrl_algos.errors import ConfigError
 
 __all__ = [
@@ -44,8 +49,8 @@ __all__ = [
     "paper_config",
 ]
 
-Algo = Literal["grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
-ALGOS: tuple[str, ...] = ("grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl")
+ALGOS: tuple[Algo, ...] = tuple(ALGORITHMS)  # type: ignore[assignment]
+"""The RL algorithms (rows of :data:`wmrl_algos.algorithms.ALGORITHMS`)."""
 WORLD_MODELS: tuple[str, ...] = WORLD_MODEL_SPECS
 POLICIES: tuple[str, ...] = ("design", "llm")
 
@@ -149,7 +154,7 @@ def _is_path(spec: str) -> bool:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(RunSettings):
     """Settings of one training run. The defaults are the CPU-scaled embedded default (see docs/training.md).
 
     Example:
@@ -157,16 +162,6 @@ class TrainConfig:
         'od'
     """
 
-    algo: str = field(
-        default="wmrl",
-        metadata=_help(
-            "wmrl: the method (anchor groups executed for real correct the world model's scores of the "
-            "rest); grpo: every group executed for real (the expensive baseline); anchors: only the anchor "
-            "groups, real, no world model (the baseline at WMRL's execution cost); wm: world-model scores "
-            "only, nothing executed; mix: anchors real, the rest world model, uncorrected; od / ivd: mix "
-            "with only Online Debiasing / only Inverse-Variance Denoising (ablations)."
-        ),
-    )
     world_model: str = field(
         default="learned+rubric",
         metadata=_help(
@@ -191,51 +186,15 @@ class TrainConfig:
             "e.g. lora_rank=8,max_new_tokens=256 (unset: the agent's defaults)."
         ),
     )
-    seed: int = field(
-        default=0, metadata=_help("Seeds the policy, the task draw, the anchor plan and resets.")
-    )
-    steps: int = field(default=8, metadata=_help("Training steps (the paper trains 30)."))
-    groups: int = field(default=8, metadata=_help("Groups (tasks) per step (paper: 8)."))
-    group_size: int = field(default=4, metadata=_help("Trajectories per group (paper: 8; CPU default 4)."))
     max_turns: int = field(
         default=2, metadata=_help("Executions per episode (paper: up to 4; CPU default 2).")
     )
-    anchor_fraction: float = field(
-        default=0.125,
-        metadata=_help("Share of groups executed for real (paper: ~10%, at least one: 1 of 8)."),
-    )
-    min_pairs: int = field(
-        default=8, metadata=_help("Anchor pairs before Online Debiasing fits its first map.")
-    )
-    warmup_groups: int = field(
-        default=3,
-        metadata=_help(
-            "Measured anchor groups before the paper's IVD rule freezes eta2_cal (one anchor group per step "
-            "at the CPU scale; wmrl_algos' default of 32 suits the paper's longer runs)."
-        ),
-    )
-    weighting: str = field(
-        default="paper",
-        metadata=_help(
-            "IVD weights: 'paper' (anchor weight 1 + eta2/eta2_cal, the paper's definition) or 'agreement' "
-            "(wmrl_algos' fallback: world-model groups weigh by their measured agreement with real scores)."
-        ),
-    )
-    learning_rate: float = field(default=0.01, metadata=_help("Adam learning rate of the policy."))
-    update_epochs: int = field(
-        default=2, metadata=_help("Gradient steps per training step on the same rollouts.")
-    )
-    clip: float = field(default=0.2, metadata=_help("GRPO ratio clip epsilon."))
-    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient-norm clip."))
     competitions: str = field(
         default="train", metadata=_help("Training tasks: 'train' (the suite's split) or comma-separated ids.")
     )
     eval_competitions: str = field(
         default="heldout", metadata=_help("Evaluation tasks: 'heldout' or comma-separated ids / directories.")
     )
-    eval_every: int = field(default=0, metadata=_help("Evaluate every N steps (0: only at the end)."))
-    eval_samples: int = field(default=2, metadata=_help("Episodes per evaluation task (0: no evaluation)."))
-    checkpoint_every: int = field(default=1, metadata=_help("Save a checkpoint every N steps."))
     sandbox: str = field(
         default="local", metadata=_help("Sandbox backend: local (bubblewrap), docker or unsafe.")
     )
@@ -250,14 +209,10 @@ class TrainConfig:
             "Cache real executions by (competition, code, sandbox settings); hits are charged at cost."
         ),
     )
-    progress: bool = field(default=True, metadata=_help("Show tqdm progress bars."))
 
     def __post_init__(self) -> None:
-        if self.algo not in ALGOS:
-            raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(ALGOS)}")
+        super().__post_init__()
         WorldModelSpec.parse(self.world_model)  # the builder's parser: what it refuses is refused here
-        if self.weighting not in ("paper", "agreement"):
-            raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
         if self.policy.startswith("llm:"):
             raise ConfigError(
                 f"--policy {self.policy!r}: the model has its own option; pass --policy llm --llm-model "
@@ -266,24 +221,13 @@ class TrainConfig:
         if self.policy not in POLICIES:
             raise ConfigError(f"policy={self.policy!r} is unknown; choose from {', '.join(POLICIES)}")
         self._check_paths()
-        positive = ("steps", "groups", "max_turns", "update_epochs", "checkpoint_every", "memory_mb")
-        for name in positive:
+        for name in ("max_turns", "memory_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
-        if self.group_size < 2:
-            raise ConfigError(f"group_size={self.group_size}; GRPO needs >= 2 trajectories per group")
-        for name in ("eval_every", "eval_samples", "warm", "seed", "warmup_groups"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)!r}; pass 0 or more")
-        if not 0.0 < self.anchor_fraction <= 1.0:
-            raise ConfigError(f"anchor_fraction={self.anchor_fraction}; pass a share in (0, 1], e.g. 0.125")
-        if not (
-            self.learning_rate > 0 and self.timeout_s > 0 and self.max_grad_norm > 0 and 0 < self.clip < 1
-        ):
-            raise ConfigError(
-                f"learning_rate={self.learning_rate}, timeout_s={self.timeout_s}, max_grad_norm="
-                f"{self.max_grad_norm} must be > 0 and clip={self.clip} in (0, 1)"
-            )
+        if self.warm < 0:
+            raise ConfigError(f"warm={self.warm!r}; pass 0 or more")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s={self.timeout_s}; pass a wall-clock limit in seconds > 0")
 
     def _check_paths(self) -> None:
         """Every model directory and competition directory given exists, before anything loads them."""
@@ -301,27 +245,6 @@ class TrainConfig:
                     "a competition directory (wmrl, MLE-bench or MLE-Dojo layout) or a suite id",
                     kind="directory",
                 )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes`` (unknown keys raise :class:`ConfigError` listing the valid ones)."""
-        check_keys(changes)
-        return dataclasses.replace(self, **changes)
-
-    def learning_settings(self) -> dict[str, Any]:
-        """The fields that change what a run computes (everything except progress display)."""
-        return {key: value for key, value in self.to_dict().items() if key != "progress"}
-
-
-def check_keys(values: dict[str, Any], cls: type = TrainConfig) -> None:
-    """Raise :class:`ConfigError` naming unknown keys and listing the valid ones (of config class ``cls``)."""
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values) - set(valid))
-    if unknown:
-        raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {', '.join(valid)}")
 
 
 def coerce(key: str, text: str, cls: type = TrainConfig) -> Any:
@@ -370,12 +293,13 @@ def paper_config() -> TrainConfig:
     return TrainConfig(groups=8, group_size=8, max_turns=4, steps=30, anchor_fraction=0.1)
 
 
+EmbodiedAlgo = Literal["sft", "grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
 EMBODIED_ALGOS: tuple[str, ...] = ("sft", *ALGOS)
 """``sft`` (demonstrations + behaviour cloning) and the RL algorithms of :data:`ALGOS`."""
 
 
 @dataclass(frozen=True)
-class EmbodiedConfig:
+class EmbodiedConfig(RunSettings):
     """Settings of one embodied run (``wmrl train --env robosuite:Lift`` / ``--env libero:SUITE[/IDS]``).
 
     The defaults are the CPU scale of docs/embodied.md (8 groups x 4 episodes, 1 anchor group of 8).
@@ -392,7 +316,7 @@ class EmbodiedConfig:
             "libero:libero_object/0,3; all tasks of the suite without /IDS)."
         ),
     )
-    algo: str = field(
+    algo: EmbodiedAlgo = field(  # type: ignore[assignment]
         default="wmrl",
         metadata=_help(
             "sft (scripted demonstrations + behaviour cloning) | grpo (sparse success on every episode) | wm "
@@ -412,36 +336,23 @@ class EmbodiedConfig:
         default="sim-state", metadata=_help("Progress scorer: sim-state (privileged) | learned (ensemble).")
     )
     collapse: str = field(default="potential", metadata=_help("Progress curve -> score: potential | max."))
-    seed: int = field(default=0, metadata=_help("Seeds the policy, init states, sampling and anchor plan."))
-    steps: int = field(default=6, metadata=_help("Training steps."))
-    groups: int = field(default=8, metadata=_help("Groups (init states) per step."))
-    group_size: int = field(default=4, metadata=_help("Episodes per group (same init state and seed)."))
-    anchor_fraction: float = field(default=0.125, metadata=_help("Share of groups with real success labels."))
-    min_pairs: int = field(default=8, metadata=_help("Anchor pairs before Online Debiasing fits."))
-    warmup_groups: int = field(default=3, metadata=_help("Anchor groups before IVD freezes eta2_cal."))
-    weighting: str = field(default="paper", metadata=_help("IVD weights: paper | agreement."))
+    steps: int = track_default("steps", 6)
     horizon: int = field(default=60, metadata=_help("Step limit of an episode (Lift's own: 200)."))
     cameras: str = field(
         default="", metadata=_help("Comma-separated cameras to render (agentview, robot0_eye_in_hand).")
     )
-    learning_rate: float = field(default=5e-4, metadata=_help("Adam learning rate of the policy."))
-    update_epochs: int = field(default=4, metadata=_help("Gradient steps per training step."))
-    clip: float = field(default=0.2, metadata=_help("GRPO ratio clip epsilon."))
-    max_grad_norm: float = field(default=1.0, metadata=_help("Gradient-norm clip."))
+    learning_rate: float = track_default("learning_rate", 5e-4)
+    update_epochs: int = track_default("update_epochs", 4)
     init_std: float = field(default=0.3, metadata=_help("Initial action standard deviation."))
     hidden: int = field(default=64, metadata=_help("Hidden width of the gaussian-mlp policy."))
     demos: int = field(default=30, metadata=_help("sft: scripted demonstration episodes."))
     demo_noise: float = field(default=0.3, metadata=_help("sft: executed-action noise of the demos (DART)."))
     bc_epochs: int = field(default=200, metadata=_help("sft: behaviour-cloning epochs."))
-    eval_every: int = field(default=0, metadata=_help("Evaluate every N steps (0: only at the end)."))
-    eval_samples: int = field(default=20, metadata=_help("Evaluation episodes (fixed init states)."))
+    eval_samples: int = track_default("eval_samples", 20)
     workers: int = field(default=2, metadata=_help("Simulator workers running episodes in parallel."))
-    checkpoint_every: int = field(default=1, metadata=_help("Save a checkpoint every N steps."))
-    progress: bool = field(default=True, metadata=_help("Show tqdm progress bars."))
 
     def __post_init__(self) -> None:
-        if self.algo not in EMBODIED_ALGOS:
-            raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(EMBODIED_ALGOS)}")
+        super().__post_init__()
         kind, _, rest = self.env.partition(":")
         if kind not in ("robosuite", "libero") or not rest:
             raise ConfigError(
@@ -453,32 +364,21 @@ class EmbodiedConfig:
             raise ConfigError(f"world_model={self.world_model!r}; choose sim-state or learned")
         if self.collapse not in ("potential", "max"):
             raise ConfigError(f"collapse={self.collapse!r}; choose potential or max")
-        if self.weighting not in ("paper", "agreement"):
-            raise ConfigError(f"weighting={self.weighting!r} is unknown; choose from paper, agreement")
-        positive = ("steps", "groups", "horizon", "update_epochs", "checkpoint_every", "workers", "demos")
-        for name in (*positive, "hidden", "bc_epochs"):
+        for name in ("horizon", "workers", "demos", "hidden", "bc_epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
-        if self.group_size < 2:
-            raise ConfigError(f"group_size={self.group_size}; GRPO needs >= 2 episodes per group")
-        for name in ("eval_every", "eval_samples", "seed", "warmup_groups", "min_pairs"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)!r}; pass 0 or more")
-        if not 0.0 < self.anchor_fraction <= 1.0:
-            raise ConfigError(f"anchor_fraction={self.anchor_fraction}; pass a share in (0, 1], e.g. 0.125")
-        if not (
-            self.learning_rate > 0 and self.max_grad_norm > 0 and self.init_std > 0 and 0 < self.clip < 1
-        ):
-            raise ConfigError(
-                f"learning_rate={self.learning_rate}, max_grad_norm={self.max_grad_norm}, init_std="
-                f"{self.init_std} must be > 0 and clip={self.clip} in (0, 1)"
-            )
+        if not self.init_std > 0:
+            raise ConfigError(f"init_std={self.init_std}; pass an action standard deviation > 0")
         if self.demo_noise < 0:
             raise ConfigError(f"demo_noise={self.demo_noise}; pass a standard deviation >= 0")
         if self.policy.startswith("lerobot:") and self.policy != "lerobot:":
             check_model_dir("--policy", self.policy[len("lerobot:") :])
         if self.init:
             check_path("--init", self.init, "the policy.pt of an sft run, or no --init", kind="file")
+
+    def _check_algo(self) -> None:
+        if self.algo not in EMBODIED_ALGOS:
+            raise ConfigError(f"algo={self.algo!r} is unknown; choose from {', '.join(EMBODIED_ALGOS)}")
 
     @property
     def kind(self) -> str:
@@ -507,16 +407,3 @@ class EmbodiedConfig:
     def camera_list(self) -> tuple[str, ...]:
         """The cameras to render, as a tuple."""
         return tuple(item.strip() for item in self.cameras.split(",") if item.strip())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> EmbodiedConfig:
-        """A copy with ``changes`` (unknown keys raise :class:`ConfigError` listing the valid ones)."""
-        check_keys(changes, EmbodiedConfig)
-        return dataclasses.replace(self, **changes)
-
-    def learning_settings(self) -> dict[str, Any]:
-        """The fields that change what a run computes (everything except progress display)."""
-        return {key: value for key, value in self.to_dict().items() if key != "progress"}

@@ -6,7 +6,7 @@ sandbox; here they are simulator episodes of a Gaussian policy scored by the sim
 shared through :class:`~wmrl_adapters.train.rundir.RunTrainer`: resolved config, metrics per step,
 atomic checkpoints (policy, optimiser, :class:`~wmrl_algos.loop.CorrectionLoop` state, learned scorer,
 RNG states), ``--resume``, plots and summary. The correction (OD + IVD) and the clipped GRPO loss are
-``wmrl_algos``' own, configured by :func:`~wmrl_adapters.train.trainer.correction_config`.
+``wmrl_algos``' own, configured by :func:`~wmrl_adapters.train.settings.correction_config`.
 
 A training step:
 
@@ -47,8 +47,8 @@ from gymnasium.error import InvalidAction
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
 from wmrl_adapters.train.rundir import RunTrainer, mean_known
+from wmrl_adapters.train.settings import correction_config, run_algorithm
 from wmrl_adapters.train.state_io import load_state, save_state
-from wmrl_adapters.train.trainer import correction_config
 
 from wmrl_algos.errors import ConfigError
 from wmrl_algos.loop import CorrectionLoop
@@ -289,8 +289,8 @@ class EmbodiedTrainer(RunTrainer):
         if config.init:
             self._load_init(Path(config.init))
         self.optimizer = torch.optim.Adam(list(self.policy.parameters()), lr=config.learning_rate)
-        rl_config = config.replace(algo="grpo") if config.algo == "sft" else config  # sft never corrects
-        self.loop = CorrectionLoop(correction_config(rl_config))  # type: ignore[arg-type]
+        self.algorithm = run_algorithm(config.algo)
+        self.loop = CorrectionLoop(correction_config(config))
         self.scorer: Any = SimStateProgressScorer()
         if config.world_model == "learned":
             from wmrl_envs.embodied.learned import LearnedProgressConfig, LearnedProgressScorer
@@ -328,7 +328,9 @@ class EmbodiedTrainer(RunTrainer):
             ) from error
 
     # ----------------------------------------------------------------------------------- rollouts
-    def _group_starts(self, step: int) -> list[tuple[int, dict[str, Any]]]:
+    def draw_groups(self, step: int) -> list[tuple[int, dict[str, Any]]]:
+        """The initial state (reset seed, options) of each of step ``step``'s groups (seeded by ``(seed,
+        step)``)."""
         rng = np.random.default_rng([self.config.seed, step])
         tasks = self.config.tasks() or list(range(self._n_tasks))
         starts = []
@@ -347,20 +349,21 @@ class EmbodiedTrainer(RunTrainer):
             queries = [WorldModelQuery(list(e.observations), list(e.actions)) for e in scored]
             for episode, prediction in zip(scored, self.world_model.predict(queries), strict=True):
                 episode.predicted = prediction.reward
-        if self.config.algo not in ("grpo", "anchors"):
+        if self.algorithm.uses_world_model:
             self.counts["world_model_seconds"] += time.perf_counter() - started
 
     def train_step(self) -> dict[str, float]:
         """One training step (``sft``: demonstrations + behaviour cloning); returns the metrics line."""
         if self.config.algo == "sft":
             return self._sft_step()
+        return super().train_step()
+
+    def collect(
+        self, starts: Sequence[tuple[int, dict[str, Any]]], anchors: Sequence[bool]
+    ) -> list[ScoredGroup]:
+        """``group_size`` episodes per initial state in the simulator, each scored by the progress world
+        model; an anchor group's real score is its episodes' success."""
         config = self.config
-        started = time.perf_counter()
-        starts = self._group_starts(self.step)
-        mask = [bool(a) for a in self.loop.plan(len(starts))]
-        if config.algo == "anchors":
-            starts = [start for start, anchor in zip(starts, mask, strict=True) if anchor]
-            mask = [True] * len(starts)
         jobs = [
             EpisodeJob(
                 reset_seed=reset_seed,
@@ -368,7 +371,7 @@ class EmbodiedTrainer(RunTrainer):
                 sample_seed=int(np.random.default_rng([config.seed, self.step, g, m]).integers(2**62)),
                 group_id=g,
                 index=m,
-                anchor=mask[g],
+                anchor=anchors[g],
             )
             for g, (reset_seed, options) in enumerate(starts)
             for m in range(config.group_size)
@@ -376,7 +379,7 @@ class EmbodiedTrainer(RunTrainer):
         episodes = self.runner.run(jobs, self.policy)
         self._score(episodes)
         groups = []
-        for g, anchor in enumerate(mask):
+        for g, anchor in enumerate(anchors):
             members = [e for e in episodes if e.job.group_id == g]
             groups.append(
                 ScoredGroup(
@@ -388,33 +391,30 @@ class EmbodiedTrainer(RunTrainer):
                     task_id=str(members[0].job.options.get("task_id", config.name)),
                 )
             )
-        result = self.loop.correct(groups)
-        self._learn_world_model(groups)
-        advantages, keep = result.flat()
-        chosen = [i for i, e in enumerate(episodes) if keep[i] and e.finite and e.actions]
-        update = (
-            self._update(
-                [episodes[i] for i in chosen], torch.as_tensor(advantages[chosen], dtype=torch.float32)
-            )
-            if chosen
-            else {}
-        )
-        self.step += 1
+        return groups
+
+    def trainable(self, trajectory: Episode) -> bool:
+        """Only an episode with actions, all finite, can be re-scored by the policy."""
+        return trajectory.finite and bool(trajectory.actions)
+
+    def step_metrics(
+        self, groups: Sequence[ScoredGroup], batch: Sequence[Episode], seconds: float
+    ) -> dict[str, float]:
+        """Episode outcomes, rewards, scorer diagnostics, timing and the training compute so far."""
+        episodes: list[Episode] = [e for group in groups for e in group.trajectories]
         self.counts["sim_episodes"] += len(episodes)
         self.counts["sim_steps"] += sum(len(e.actions) for e in episodes)
         self.counts["sim_seconds"] += sum(e.seconds for e in episodes)
         self.counts["real_labels"] += sum(e.success is not None for e in episodes if e.job.anchor)
-        metrics: dict[str, float] = {"step": float(self.step)}
-        metrics.update(result.metrics)
-        metrics.update(self._episode_metrics(groups, episodes))
-        metrics.update(update)
-        metrics["train/episodes_with_signal"] = float(len(chosen))
-        metrics["time/step_seconds"] = time.perf_counter() - started
+        metrics = self._episode_metrics(groups, episodes)
+        metrics["train/episodes_with_signal"] = float(len(batch))
+        metrics["time/step_seconds"] = seconds
         metrics.update(self._compute_metrics())
         return metrics
 
-    def _learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
-        if self.config.world_model != "learned" or self.config.algo in ("grpo", "anchors"):
+    def learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
+        """A learned progress scorer learns from the anchor groups' labelled episodes and refits."""
+        if self.config.world_model != "learned" or not self.algorithm.uses_world_model:
             return
         started = time.perf_counter()
         if self.scorer.push_groups(groups):  # anchor groups only; unknown outcomes skipped
@@ -444,7 +444,8 @@ class EmbodiedTrainer(RunTrainer):
         }
         return {key: value for key, value in values.items() if value is not None}
 
-    def _update(self, batch: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
+    def update_policy(self, batch: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
+        """The GRPO update on the episodes' per-step log-probs, plus the policy's action spread."""
         started = time.perf_counter()
         metrics = self.policy_update(lambda: self._logprobs(batch), advantages)
         log_std = getattr(self.policy, "log_std", None)

@@ -6,7 +6,8 @@ resolved ``config.json``, one ``metrics.jsonl`` line per step, a ``checkpoint.pt
 (:mod:`~wmrl_adapters.train.state_io`), ``--resume`` that refuses other settings (a new ``--steps``
 extends or shortens the run) and recomputes the metrics after the checkpoint, Ctrl-C/SIGTERM saving the
 last completed step, a tqdm bar, plots and ``summary.json`` at the end. :class:`RunTrainer` holds all
-of it; a trainer supplies the step (:meth:`RunTrainer.train_step`), the evaluation
+of it, and the training step every track runs (:meth:`RunTrainer.train_step`: plan anchors, collect,
+correct, let the world model learn, update); a trainer supplies the step's hooks, the evaluation
 (:meth:`RunTrainer.evaluate_metrics`), what its checkpoint holds beyond the common part
 (:meth:`RunTrainer.extra_state` / :meth:`RunTrainer.restore_extra`) and its plots. The update itself,
 :func:`~wmrl_algos.grpo.grpo_update`, lives beside the loss in ``wmrl_algos`` (still importable here).
@@ -20,6 +21,7 @@ import math
 import random
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,10 +29,14 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from wmrl_adapters.train.settings import settings_before
 from wmrl_adapters.train.state_io import load_state, state_bytes, write_atomic
 
+from wmrl_algos.algorithms import Algorithm
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_algos.grpo import grpo_update
+from wmrl_algos.loop import CorrectionLoop
+from wmrl_algos.types import ScoredGroup
 
 __all__ = [
     "CHECKPOINT",
@@ -127,6 +133,8 @@ class RunTrainer:
     last_eval: dict[str, float]
     policy: Any
     optimizer: torch.optim.Optimizer
+    algorithm: Algorithm
+    loop: CorrectionLoop
 
     def policy_update(
         self, logprobs: Callable[[], tuple[torch.Tensor, torch.Tensor]], advantages: torch.Tensor
@@ -148,7 +156,9 @@ class RunTrainer:
         """Check ``run_dir`` for a new run, or read the checkpoint of the run to resume (nothing is written).
 
         A resumed run may change ``steps`` (to extend a finished run, or stop an unfinished one sooner)
-        down to the steps it has done; any other learning setting must equal the saved one. The
+        down to the steps it has done; any other learning setting must equal the saved one (a setting
+        the saved config predates reads as the code that wrote it used it:
+        :func:`~wmrl_adapters.train.settings.settings_before`). The
         checkpoint is read here, before a trainer builds anything costly, so a file that is not plain
         data is refused first (:func:`~wmrl_adapters.train.state_io.load_state`).
 
@@ -170,7 +180,7 @@ class RunTrainer:
         if resume:
             if not saved.is_file() or not (self.run_dir / CHECKPOINT).is_file():
                 raise CheckpointError(f"{self.run_dir} has no {CONFIG} and {CHECKPOINT}; nothing to resume")
-            self._saved_config = json.loads(saved.read_text())
+            self._saved_config = settings_before(json.loads(saved.read_text()))
             self._check_same_settings(self._saved_config)
             self._saved_state = self._read_checkpoint()
             done = int(self._saved_state["step"])
@@ -230,8 +240,62 @@ class RunTrainer:
         return int(self.config.steps)
 
     def train_step(self) -> dict[str, float]:
-        """Run one training step and return its metrics line (subclasses)."""
-        raise TypeError(f"{type(self).__name__} must define train_step()")
+        """One GRPO / WMRL step, the same for every track; returns its metrics line.
+
+        Plan the anchor groups, collect and score the rollouts, correct them, let the world model
+        learn from the anchors, update the policy. A track supplies what a group starts from
+        (:meth:`draw_groups`), how its rollouts are collected and scored (:meth:`collect`), what its
+        world model learns (:meth:`learn_world_model`), which trajectories its policy can re-score
+        (:meth:`trainable`), the update on its policy's log-probs (:meth:`update_policy`) and its own
+        metrics (:meth:`step_metrics`). The order of the random draws is fixed here: tasks, anchor plan,
+        rollouts.
+        """
+        started = time.perf_counter()
+        starts = self.draw_groups(self.step)
+        anchors = [bool(anchor) for anchor in self.loop.plan(len(starts))]
+        if self.algorithm.rolls_out_only_anchors:
+            starts = [start for start, anchor in zip(starts, anchors, strict=True) if anchor]
+            anchors = [True] * len(starts)
+        groups = self.collect(starts, anchors)
+        result = self.loop.correct(groups)
+        self.learn_world_model(groups)
+        advantages, keep = result.flat()
+        trajectories = [trajectory for group in groups for trajectory in group.trajectories]
+        chosen = [i for i, t in enumerate(trajectories) if keep[i] and self.trainable(t)]
+        batch = [trajectories[i] for i in chosen]
+        signal_advantages = torch.as_tensor(advantages[chosen], dtype=torch.float32)
+        update = self.update_policy(batch, signal_advantages) if batch else {}
+        self.step += 1
+        metrics: dict[str, float] = {"step": float(self.step)}
+        metrics.update(result.metrics)
+        metrics.update(update)
+        metrics.update(self.step_metrics(groups, batch, time.perf_counter() - started))
+        return metrics
+
+    def draw_groups(self, step: int) -> list[Any]:
+        """What each of step ``step``'s groups starts from (seeded by the run's seed and the step)."""
+        raise TypeError(f"{type(self).__name__} must define draw_groups()")
+
+    def collect(self, starts: Sequence[Any], anchors: Sequence[bool]) -> list[ScoredGroup]:
+        """Roll out and score one group per start; anchor groups also get their real scores."""
+        raise TypeError(f"{type(self).__name__} must define collect()")
+
+    def learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
+        """Let a learning world model learn from the anchor groups' real scores (default: nothing)."""
+
+    def trainable(self, trajectory: Any) -> bool:
+        """Whether the policy can re-score ``trajectory`` for the update (default: every one)."""
+        return True
+
+    def update_policy(self, batch: Sequence[Any], advantages: torch.Tensor) -> dict[str, float]:
+        """The GRPO update on ``batch`` (its advantages); the loss metrics (subclasses)."""
+        raise TypeError(f"{type(self).__name__} must define update_policy()")
+
+    def step_metrics(
+        self, groups: Sequence[ScoredGroup], batch: Sequence[Any], seconds: float
+    ) -> dict[str, float]:
+        """The track's own metrics of a finished step (``seconds``: its wall time)."""
+        return {}
 
     def evaluate_metrics(self) -> dict[str, float]:
         """Evaluate the current policy; the ``eval/...`` metrics (subclasses)."""

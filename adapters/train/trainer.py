@@ -50,10 +50,12 @@ from wmrl_adapters.train.rundir import (
     read_metrics,
     write_atomic,
 )
+from wmrl_adapters.train.settings import correction_config
 from wmrl_adapters.train.world_models import NoWorldModel, build_world_model
 
+from wmrl_algos.algorithms import algorithm
 from wmrl_algos.errors import ConfigError
-from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
+from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.env import extract_code
@@ -75,35 +77,6 @@ __all__ = [
     "read_metrics",
     "write_atomic",
 ]
-
-
-def correction_config(config: TrainConfig) -> CorrectionConfig:
-    """The :class:`CorrectionConfig` that makes ``config.algo`` (see :mod:`wmrl_adapters.train.config`)."""
-    flags = {
-        "grpo": (False, False),
-        "anchors": (False, False),
-        "wm": (False, False),
-        "mix": (False, False),
-        "od": (True, False),
-        "ivd": (False, True),
-        "wmrl": (True, True),
-    }[config.algo]
-    fraction, minimum = config.anchor_fraction, 1
-    if config.algo == "grpo":
-        fraction = 1.0
-    elif config.algo == "wm":
-        fraction, minimum = 0.0, 0
-    return CorrectionConfig(
-        anchor_fraction=fraction,
-        min_anchor_groups=minimum,
-        seed=config.seed,
-        debias=flags[0],
-        denoise=flags[1],
-        weighting=config.weighting,
-        warmup_groups=config.warmup_groups,
-        min_pairs=config.min_pairs,
-        refit_every=max(1, config.min_pairs // 2),
-    )
 
 
 def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]) -> Any:
@@ -171,8 +144,10 @@ class Trainer(RunTrainer):
         self.policy = build_policy(config, self._lookup)
         self.optimizer = torch.optim.Adam(list(self.policy.parameters()), lr=config.learning_rate)
         self.loop = CorrectionLoop(correction_config(config))
-        real_only = config.algo in ("grpo", "anchors")
-        self.world_model = NoWorldModel() if real_only else build_world_model(config.world_model)
+        self.algorithm = algorithm(config.algo)
+        self.world_model = (
+            build_world_model(config.world_model) if self.algorithm.uses_world_model else NoWorldModel()
+        )
         self.ledger = CostLedger()
         self.meter = ComputeMeter()
         self.eval_meter = ComputeMeter()
@@ -272,52 +247,44 @@ class Trainer(RunTrainer):
             self._known[competition.id] = competition
 
     # ------------------------------------------------------------------------------------ training
-    def _draw_tasks(self, step: int) -> list[str]:
+    def draw_groups(self, step: int) -> list[str]:
+        """The ``groups`` training competitions of step ``step`` (seeded by ``(seed, step)``)."""
         rng = np.random.default_rng([self.config.seed, step])
         picks = rng.choice(
             len(self.train_ids), self.config.groups, replace=self.config.groups > len(self.train_ids)
         )
         return [self.train_ids[int(i)] for i in picks]
 
-    def train_step(self) -> dict[str, float]:
-        """Run one training step and return its metrics line."""
-        config = self.config
-        started = time.perf_counter()
-        tasks = self._draw_tasks(self.step)
-        mask = self.loop.plan(len(tasks))
-        if config.algo == "anchors":
-            tasks = [task for task, anchor in zip(tasks, mask, strict=True) if anchor]
-            mask = np.ones(len(tasks), dtype=bool)
-        before = self.ledger.world_model_seconds
+    def collect(self, starts: Sequence[str], anchors: Sequence[bool]) -> list[ScoredGroup]:
+        """``group_size`` trajectories per competition, simulated; anchor groups also run for real."""
+        self._world_model_before = self.ledger.world_model_seconds
         act_started = time.perf_counter()
         groups = self.rollout.run(
-            [RolloutTask(cid, {"competition": cid}) for cid in tasks],
+            [RolloutTask(cid, {"competition": cid}) for cid in starts],
             self.policy,
-            anchors=[bool(a) for a in mask],
-            seed=config.seed * 100_000 + self.step * 100,
+            anchors=list(anchors),
+            seed=self.config.seed * 100_000 + self.step * 100,
         )
-        rollout_seconds = time.perf_counter() - act_started
-        result = self.loop.correct(groups)
-        self._learn_world_model(groups)
-        advantages, keep = result.flat()
-        trajectories = [t for group in groups for t in group.trajectories]
-        batch = [t for t, used in zip(trajectories, keep, strict=True) if used]
-        update = self._update(batch, torch.as_tensor(advantages[keep], dtype=torch.float32)) if batch else {}
-        self.step += 1
-        self.wall_seconds += time.perf_counter() - started
-        metrics: dict[str, float] = {"step": float(self.step)}
-        metrics.update(result.metrics)
+        self._rollout_seconds = time.perf_counter() - act_started
+        return groups
+
+    def step_metrics(
+        self, groups: Sequence[ScoredGroup], batch: Sequence[Trajectory], seconds: float
+    ) -> dict[str, float]:
+        """Ledger, rewards, trajectory counts, timing and compute of the step."""
+        self.wall_seconds += seconds
+        metrics: dict[str, float] = {}
         metrics.update(self.ledger.as_metrics())
         metrics.update(self._reward_metrics(groups))
-        metrics.update(update)
-        metrics["train/trajectories"] = float(len(trajectories))
+        metrics["train/trajectories"] = float(sum(len(group.trajectories) for group in groups))
         metrics["train/trajectories_with_signal"] = float(len(batch))
-        metrics["time/rollout_seconds"] = rollout_seconds
+        metrics["time/rollout_seconds"] = self._rollout_seconds
         metrics["time/wall_seconds"] = self.wall_seconds
-        metrics.update(self._compute_metrics(self.ledger.world_model_seconds - before))
+        metrics.update(self._compute_metrics(self.ledger.world_model_seconds - self._world_model_before))
         return metrics
 
-    def _learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
+    def learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
+        """A learning world model observes the anchor groups' real executions, turn by turn."""
         if not isinstance(self.world_model, LearningWorldModel):
             return
         started = time.perf_counter()
@@ -341,7 +308,8 @@ class Trainer(RunTrainer):
             self.world_model.observe(queries, rewards)
         self.learn_seconds += time.perf_counter() - started
 
-    def _update(self, batch: list[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
+    def update_policy(self, batch: Sequence[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
+        """The GRPO update on the policy's per-turn log-probs, plus its entropy when it has one."""
         started = time.perf_counter()
         metrics = self.policy_update(lambda: self.policy.logprobs(batch), advantages)
         entropy = getattr(self.policy, "entropy", None)
