@@ -93,7 +93,7 @@ def _verl(module: str = "verl") -> ModuleType:
         raise MissingDependencyError(
             f"{module!r} is not importable ({exc}); verl 0.9 pins a transformers release that clashes with "
             "wmrl's [llm]/[trl] extras, so it has its own environment: run `bash scripts/verl.sh` and use "
-            "the interpreter `bash scripts/verl.sh python` prints"
+            "the interpreter `bash scripts/verl.sh python` prints (it runs this checkout's wmrl)"
         ) from exc
 
 

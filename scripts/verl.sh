@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Build the verl stack (verl 0.9 with CPU torch and the transformers release verl pins) in its own Python 3.11
-# virtual environment, with this checkout's wmrl packages installed into it editable and without dependencies.
+# virtual environment.
 #
 #   bash scripts/verl.sh          # build once (a few minutes, ≈2 GB); later runs check and exit in seconds
-#   bash scripts/verl.sh python   # print the path of the stack's interpreter (build first if needed)
+#   bash scripts/verl.sh python   # print the stack's interpreter for this checkout (changes nothing)
+#
+# What `python` prints is scripts/verl-python of this checkout, which runs the venv's Python with this
+# checkout's wmrl first on PYTHONPATH (scripts/checkout-python). The venv itself holds no wmrl: it is shared
+# by every clone on the machine, and an editable install there followed whichever clone had run this script
+# last (two clones silently swapped each other's code). `python` only reads: it fails, without building,
+# when the stack is not built.
 #
 # Why a separate venv: verl 0.9 pins transformers>=5.5.3,<5.11, below the release wmrl's [llm] and [trl]
 # extras are tested with, so the two cannot share one environment. wmrl_adapters.verl runs inside this one
@@ -23,26 +29,35 @@ torch_requirement="torch==2.13.0"
 # cachetools, fastapi, uvicorn: verl 0.9.1's trainer modules (ray_trainer, main_ppo) import them, undeclared.
 # TransferQueue: the store verl 0.9.1's default (v1) trainer passes batches through (its [verl-core] extra).
 requirements=("verl==0.9.1" "transformers>=5.5.3,<5.11,!=5.6.0" cachetools fastapi uvicorn "TransferQueue>=0.1.10")
-# What wmrl_algos and wmrl_envs import (wmrl itself goes in with --no-deps: its [llm] pins would clash).
+# What wmrl_algos and wmrl_envs import (wmrl itself is not installed: scripts/verl-python adds the checkout).
 wmrl_requirements=("numpy>=2.0" "scipy>=1.10" "scikit-learn>=1.3" "gymnasium>=1.0" "tqdm>=4.60" "pandas>=2.0"
     "matplotlib>=3.7" "pytest>=8")
 stamp="$venv/.wmrl-verl-stamp"
 wanted="$(printf '%s\n' "$torch_requirement" "${requirements[@]}" "${wmrl_requirements[@]}" | sha256sum | cut -c1-16)"
 check="import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1, torch, transformers, wmrl_algos, wmrl_adapters.verl_main"
+launcher="$repo/scripts/verl-python"
 
 log() { echo "[verl] $*" >&2; }
 
 stack_built() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$venv/bin/python" ]; }
 
-# The editable wmrl install points at one checkout; a run from another checkout re-points it (seconds).
-wmrl_points_here() {
-    "$venv/bin/python" -c "import sys, wmrl_algos; sys.exit(not wmrl_algos.__file__.startswith('$repo/'))" \
-        2>/dev/null
+# Older versions of this script installed a checkout's wmrl into the venv, editable: remove it, so that only
+# the launcher decides which checkout runs.
+remove_installed_wmrl() {
+    if "$venv/bin/python" -m pip show -q wmrl >/dev/null 2>&1; then
+        log "removing the editable wmrl an older verl.sh installed into the shared venv"
+        "$venv/bin/python" -m pip uninstall -y -q wmrl
+    fi
 }
 
-install_wmrl() {
-    nice -n 10 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$repo"
-}
+if [ "${1:-}" = "python" ]; then
+    if ! stack_built; then
+        log "the verl stack is not built in $venv: run bash scripts/verl.sh first (a few minutes, once)"
+        exit 1
+    fi
+    echo "$launcher"
+    exit 0
+fi
 
 if ! stack_built; then
     base="${WMRL_VERL_BASE_PYTHON:-python3.11}"
@@ -63,17 +78,13 @@ if ! stack_built; then
     torch_version="$("$venv/bin/python" -c "from importlib.metadata import version; print(version('torch'))")"
     nice -n 10 "$venv/bin/python" -m pip install -q "${requirements[@]}" "${wmrl_requirements[@]}" \
         "setuptools>=68" wheel "torch==$torch_version"
-    install_wmrl
-    if ! failed="$("$venv/bin/python" -W ignore -c "$check" 2>&1)"; then
+    remove_installed_wmrl
+    if ! failed="$("$launcher" -W ignore -c "$check" 2>&1)"; then
         log "the built venv does not import: $failed"
         exit 1
     fi
     echo "$wanted" >"$stamp"
     log "built in $((SECONDS - start)) s: $(du -sh "$venv" | cut -f1)"
-elif ! wmrl_points_here; then
-    log "pointing the venv's editable wmrl at $repo"
-    install_wmrl
-fi
-if [ "${1:-}" = "python" ]; then
-    echo "$venv/bin/python"
+else
+    remove_installed_wmrl
 fi

@@ -1,5 +1,5 @@
 """install.sh takes llama-cpp-python from the wheel cache, and builds into the cache only when it must;
-embodied.sh keeps the shared embodied venv free of any checkout's wmrl.
+embodied.sh and verl.sh keep their shared venvs free of any checkout's wmrl.
 
 The interpreter the script drives is a stand-in (``PYTHON=<a recording shell script>``) on purpose: the
 real one would install and uninstall packages in the environment the test suite itself runs in. The
@@ -90,45 +90,54 @@ def test_an_unknown_profile_is_refused() -> None:
     assert result.returncode == 2 and "unknown profile 'tset'" in result.stderr
 
 
-@pytest.mark.parametrize("script", ["install.sh", "test.sh", "embodied.sh", "embodied-python"])
+@pytest.mark.parametrize(
+    "script",
+    ["install.sh", "test.sh", "embodied.sh", "embodied-python", "verl.sh", "verl-python", "checkout-python"],
+)
 def test_the_scripts_parse(script: str) -> None:
     assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], timeout=30).returncode == 0
 
 
-# scripts/embodied.sh: the embodied stack's venv is shared by every clone on the machine.
+# scripts/embodied.sh and scripts/verl.sh: each stack's venv is shared by every clone on the machine.
 RECORDING_PYTHON = """#!/usr/bin/env bash
 echo "$*" >> "$FAKE_LOG"
 if [ "$1 $2 $3" = "-m pip show" ]; then [ -n "${FAKE_WMRL_INSTALLED:-}" ]; exit; fi
 exit 0
 """
-"""A stand-in for the stack's interpreter (the real one takes 10 min and 7 GB to build): records every
+"""A stand-in for a stack's interpreter (the real ones take minutes and GBs to build): records every
 command, every import check passes, and ``pip show wmrl`` says installed only with $FAKE_WMRL_INSTALLED."""
 
+STACKS = {"embodied": "WMRL_EMBODIED", "verl": "WMRL_VERL"}
+"""Each stack's script name and the prefix of its environment variables (``_HOME``, ``_BASE_PYTHON``)."""
 
-def _embodied(home: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+
+def _stack(
+    stack: str, home: Path, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     log = home / "commands.log"
     log.touch()
+    prefix = STACKS[stack]
     environment = {
         **os.environ,
-        "WMRL_EMBODIED_HOME": str(home),
-        "WMRL_EMBODIED_BASE_PYTHON": str(home / "base-python"),
+        f"{prefix}_HOME": str(home),
+        f"{prefix}_BASE_PYTHON": str(home / "base-python"),
         "FAKE_LOG": str(log),
         **env,
     }
     start = len(log.read_text().splitlines())
-    command = ["bash", str(ROOT / "scripts" / "embodied.sh"), *args]
+    command = ["bash", str(ROOT / "scripts" / f"{stack}.sh"), *args]
     result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
     return result, log.read_text().splitlines()[start:]
 
 
-def _recorded_stack(tmp_path: Path, **env: str) -> tuple[Path, list[str]]:
-    """A stack 'built' by embodied.sh itself around the recording interpreter; returns home and commands."""
+def _recorded_stack(stack: str, tmp_path: Path, **env: str) -> tuple[Path, list[str]]:
+    """A stack 'built' by its own script around the recording interpreter; returns home and commands."""
     home = tmp_path / "home"
     (home / "venv" / "bin").mkdir(parents=True)
     for path in (home / "venv" / "bin" / "python", home / "base-python"):
         path.write_text(RECORDING_PYTHON)
         path.chmod(0o755)
-    result, commands = _embodied(home, **env)
+    result, commands = _stack(stack, home, **env)
     assert result.returncode == 0, result.stderr
     return home, commands
 
@@ -137,34 +146,43 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*")}
 
 
-def test_printing_the_stack_interpreter_runs_nothing_and_changes_nothing_in_the_venv(tmp_path: Path) -> None:
-    home, build = _recorded_stack(tmp_path)
+@pytest.mark.parametrize("stack", STACKS)
+def test_printing_the_stack_interpreter_runs_nothing_and_changes_nothing_in_the_venv(
+    stack: str, tmp_path: Path
+) -> None:
+    home, build = _recorded_stack(stack, tmp_path)
     assert any("pip install" in command for command in build) and not any("-e " in c for c in build)
     before = _tree(home / "venv")
     printed = []
     for _ in range(2):
-        result, commands = _embodied(home, "python")
+        result, commands = _stack(stack, home, "python")
         assert result.returncode == 0, result.stderr
         assert commands == [], "printing the interpreter must not run it (no pip, no import check)"
         printed.append(result.stdout)
-    assert printed[0] == printed[1] == f"{ROOT / 'scripts' / 'embodied-python'}\n"
+    assert printed[0] == printed[1] == f"{ROOT / 'scripts' / f'{stack}-python'}\n"
     assert _tree(home / "venv") == before
 
 
-def test_printing_the_interpreter_of_an_unbuilt_stack_fails_without_building(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stack", STACKS)
+def test_printing_the_interpreter_of_an_unbuilt_stack_fails_without_building(
+    stack: str, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    result, commands = _embodied(home, "python")
+    result, commands = _stack(stack, home, "python")
     assert (
         result.returncode == 1
         and "not built" in result.stderr
-        and "bash scripts/embodied.sh" in result.stderr
+        and f"bash scripts/{stack}.sh" in result.stderr
     )
     assert commands == [] and not (home / "venv").exists() and result.stdout == ""
 
 
-def test_a_build_installs_no_wmrl_and_removes_one_an_older_script_installed(tmp_path: Path) -> None:
-    _, commands = _recorded_stack(tmp_path, FAKE_WMRL_INSTALLED="1")
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_build_installs_no_wmrl_and_removes_one_an_older_script_installed(
+    stack: str, tmp_path: Path
+) -> None:
+    _, commands = _recorded_stack(stack, tmp_path, FAKE_WMRL_INSTALLED="1")
     assert "-m pip uninstall -y -q wmrl" in commands
     assert not any(
         "pip install" in command and ("-e" in command or "wmrl" in command) for command in commands
@@ -178,7 +196,8 @@ def _clone(tmp_path: Path) -> Path:
     for part in ("wmrl_envs", "wmrl_algos", "adapters"):
         shutil.copytree(ROOT / part, clone / part, ignore=ignore)
     (clone / "scripts").mkdir()
-    shutil.copy2(ROOT / "scripts" / "embodied-python", clone / "scripts" / "embodied-python")
+    for launcher in ("checkout-python", "embodied-python", "verl-python"):
+        shutil.copy2(ROOT / "scripts" / launcher, clone / "scripts" / launcher)
     return clone
 
 
@@ -190,7 +209,12 @@ WHERE = (
 
 
 def _where(launcher: Path, home: Path) -> list[str]:
-    environment = {**os.environ, "WMRL_EMBODIED_HOME": str(home), "PYTHONPATH": ""}
+    environment = {
+        **os.environ,
+        "WMRL_EMBODIED_HOME": str(home),
+        "WMRL_VERL_HOME": str(home),
+        "PYTHONPATH": "",
+    }
     done = subprocess.run(
         [str(launcher), "-c", WHERE], capture_output=True, text=True, env=environment, timeout=300, cwd="/"
     )
@@ -198,7 +222,10 @@ def _where(launcher: Path, home: Path) -> list[str]:
     return [str(Path(p).resolve()) for p in json.loads(done.stdout.splitlines()[-1])]
 
 
-def test_each_checkouts_launcher_imports_its_own_wmrl_on_one_shared_interpreter(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_checkouts_launcher_imports_its_own_wmrl_on_one_shared_interpreter(
+    stack: str, tmp_path: Path
+) -> None:
     """The shared venv's interpreter here is this machine's Python (where wmrl is installed editable from
     the main checkout, which must not win): only the checkout that launches decides."""
     home = tmp_path / "home"
@@ -206,7 +233,7 @@ def test_each_checkouts_launcher_imports_its_own_wmrl_on_one_shared_interpreter(
     (home / "venv" / "bin" / "python").symlink_to(sys.executable)
     clone = _clone(tmp_path)
     for checkout in (clone, ROOT, clone):
-        paths = _where(checkout / "scripts" / "embodied-python", home)
+        paths = _where(checkout / "scripts" / f"{stack}-python", home)
         assert all(path.startswith(f"{checkout.resolve()}/") for path in paths), (checkout, paths)
     assert not list((home / "venv").rglob("*.pth")), "nothing may be installed into the shared venv"
 

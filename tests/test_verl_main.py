@@ -30,6 +30,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 VERL_PYTHON = Path(os.environ.get("WMRL_VERL_HOME", Path.home() / ".cache/wmrl/verl")) / "venv/bin/python"
+VERL_LAUNCHER = REPO / "scripts" / "verl-python"
+"""The stack's interpreter with this checkout's wmrl (the venv holds none of its own)."""
 GROUPS, GROUP_SIZE = 6, 4
 REAL_CALLS: list[int] = []
 REFUSED = [  # (an override WMRL cannot run under, the fix its error must name)
@@ -80,7 +82,7 @@ def _in_verl_venv(args: list[str], cwd: Path, timeout: int) -> subprocess.Comple
     }
     try:
         return subprocess.run(
-            [str(VERL_PYTHON), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            [str(VERL_LAUNCHER), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
         )
     finally:
         shutil.rmtree(ray_dir, ignore_errors=True)
@@ -95,7 +97,7 @@ def report(
     ray_dir = tempfile.mkdtemp(prefix="wmrl-ray-", dir="/tmp")  # Ray's socket paths must stay short
     env = {"PYTHONPATH": str(REPO / "tests"), "RAY_TMPDIR": ray_dir}
     try:
-        return report_from(VERL_PYTHON, [str(Path(__file__).resolve()), str(work)], env=env)
+        return report_from(VERL_LAUNCHER, [str(Path(__file__).resolve()), str(work)], env=env)
     finally:
         shutil.rmtree(ray_dir, ignore_errors=True)
 
