@@ -1,6 +1,7 @@
 """wmrl_algos: the learning side of World Model RL (anchors, online debiasing, inverse-variance
-denoising, residual correction, group advantages, the correction loop, GRPO losses). It never looks
-inside a trajectory, except through a residual correction's featurizer when one is passed.
+denoising, residual correction, group advantages, the correction loop, the algorithms of the comparison,
+GRPO losses). It never looks inside a trajectory, except through a residual correction's featurizer when
+one is passed.
 
 The GRPO losses (:mod:`wmrl_algos.grpo`) need torch; they are imported on first use so that the
 corrections themselves load with numpy alone.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wmrl_algos.advantages import AdvantageScale, centre_and_scale, group_advantages
+from wmrl_algos.algorithms import ALGORITHMS, Algo, Algorithm, RealGroups, algorithm
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.debias import IsotonicMap, OnlineDebiaser, fit_isotonic
 from wmrl_algos.denoise import InverseVarianceWeighter, WeightRule, centred_residual
@@ -60,6 +62,11 @@ __all__ = [
     "centre_and_scale",
     "group_advantages",
     "Scorer",
+    "ALGORITHMS",
+    "Algo",
+    "Algorithm",
+    "RealGroups",
+    "algorithm",
     "CorrectionConfig",
     "CorrectionLoop",
     "GRPOConfig",
