@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 from _helpers import embodied_marks
 
+from wmrl_algos.errors import ConfigError
+
 FIXTURE = Path(__file__).parent / "data" / "run_skeleton_regression.json"
 BEFORE_RUN = Path(__file__).parent / "data" / "run_skeleton_before"
 
@@ -136,6 +138,24 @@ def test_a_kaggle_checkpoint_written_before_the_skeleton_resumes_to_the_recorded
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_RUN, run_dir)
     _same(_recorded()["kaggle_resumed"], kaggle_resume_to_three(run_dir), "kaggle_resumed")
+
+
+def test_a_run_dir_written_before_refit_every_was_a_setting_resumes_with_the_refit_it_used(tmp_path):
+    from wmrl_adapters.train.config import TrainConfig, load_config
+    from wmrl_adapters.train.rundir import RunTrainer
+    from wmrl_adapters.train.settings import settings_before
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(BEFORE_RUN, run_dir)
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert "refit_every" not in saved, "the recorded run predates the setting"
+    saved["min_pairs"] = 16  # the old code refitted every min_pairs // 2 = 8 pairs
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    config = load_config(None, settings_before(saved), TrainConfig)
+    assert config.refit_every == 8
+    RunTrainer().open_run_dir(config, run_dir, resume=True)  # the settings check passes
+    with pytest.raises(ConfigError, match="refit_every: run 8 vs now 4"):
+        RunTrainer().open_run_dir(config.replace(refit_every=4), run_dir, resume=True)
 
 
 @pytest.mark.slow

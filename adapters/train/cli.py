@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig, check_path, coerce, load_config
+from wmrl_adapters.train.settings import settings_before
 
 from wmrl_algos.errors import ConfigError, DataError
 
@@ -142,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.config is not None:
             config = load_config(args.config, overrides, cls)
         else:
-            config = load_config(None, {**saved, **overrides}, cls)
+            config = load_config(None, {**settings_before(saved), **overrides}, cls)
         from wmrl_adapters.train.evaluate import refuse_unsafe_from_file
 
         refuse_unsafe_from_file(getattr(config, "sandbox", None), overrides.get("sandbox"), saved_path)

@@ -303,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import json
 
     from wmrl_adapters.train.config import load_config
+    from wmrl_adapters.train.settings import settings_before
     from wmrl_adapters.train.trainer import CHECKPOINT, Trainer
 
     parser = argparse.ArgumentParser(prog="wmrl eval", description=main.__doc__)
@@ -344,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config_path = args.run_dir / "config.json"
     if not config_path.is_file() or not (args.run_dir / CHECKPOINT).is_file():
         raise ConfigError(f"{args.run_dir} is not a trained run (no config.json and {CHECKPOINT})")
-    config = load_config(None, json.loads(config_path.read_text()))
+    config = load_config(None, settings_before(json.loads(config_path.read_text())))
     refuse_unsafe_from_file(config.sandbox, args.sandbox, config_path)
     if args.samples is not None and args.samples < 1:
         raise ConfigError(f"--samples {args.samples}; pass >= 1")
