@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from wmrl_algos.errors import MissingDependencyError
@@ -25,3 +29,14 @@ def embodied_marks(*marks: pytest.MarkDecorator) -> list[pytest.MarkDecorator]:
         *marks,
         pytest.mark.skipif(bool(missing), reason=f"embodied stack not built: {missing}"),
     ]
+
+
+def run_wmrl(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``wmrl ARGS`` as a user runs it: a fresh interpreter, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "wmrl_adapters.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from _helpers import run_wmrl
 from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig
 from wmrl_adapters.train.state_io import FORMAT_KEY, load_state, save_state, state_bytes, to_plain
 
@@ -67,14 +66,6 @@ def _older_wmrl_checkpoint(path: Path) -> Path:
     return path
 
 
-def _wmrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wmrl_adapters.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
 
 
 def _run_dir(root: Path, config: dict[str, Any]) -> Path:
@@ -227,7 +218,7 @@ def test_a_tampered_run_checkpoint_is_refused_by_the_cli_with_one_line_and_runs_
     marker = tmp_path / "pwned"
     run = _run_dir(tmp_path, config)
     _tampered(run / "checkpoint.pt", marker)
-    result = _wmrl(command, *(["--resume"] if command == "train" else []), str(run), cwd=tmp_path)
+    result = run_wmrl(command, *(["--resume"] if command == "train" else []), str(run), cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "refusing" in lines[0] and "checkpoint.pt" in lines[0], result.stderr[-2000:]
@@ -237,7 +228,7 @@ def test_a_tampered_run_checkpoint_is_refused_by_the_cli_with_one_line_and_runs_
 def test_resuming_an_older_wmrl_run_is_refused_with_how_to_start_again(tmp_path: Path) -> None:
     run = _run_dir(tmp_path, TrainConfig(progress=False).to_dict())
     _older_wmrl_checkpoint(run / "checkpoint.pt")
-    result = _wmrl("train", "--resume", str(run), cwd=tmp_path)
+    result = run_wmrl("train", "--resume", str(run), cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "older wmrl" in result.stderr and f"wmrl train --config {run / 'config.json'}" in result.stderr
 

@@ -8,17 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _helpers import run_wmrl
 from wmrl_adapters.cli import SUBCOMMANDS, main, plain_help
-
-
-def _wmrl(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wmrl_adapters.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
 
 
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,7 +25,7 @@ def test_unknown_command_exits_2_with_usage(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_no_arguments_prints_the_usage_and_exits_2() -> None:
-    result = _wmrl()
+    result = run_wmrl()
     assert result.returncode == 2
     assert "usage: wmrl" in result.stderr and "fidelity" in result.stderr
 
@@ -42,7 +33,7 @@ def test_no_arguments_prints_the_usage_and_exits_2() -> None:
 def test_version_prints_the_installed_version() -> None:
     import importlib.metadata
 
-    result = _wmrl("--version")
+    result = run_wmrl("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"wmrl {importlib.metadata.version('wmrl')}"
 
@@ -58,7 +49,7 @@ def test_version_prints_the_installed_version() -> None:
     ],
 )
 def test_a_bad_input_is_one_error_line_and_exit_2_without_a_traceback(args: list[str], message: str) -> None:
-    result = _wmrl("fidelity", *args, "--quiet")
+    result = run_wmrl("fidelity", *args, "--quiet")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -80,7 +71,7 @@ def test_an_error_keeps_its_traceback_on_request() -> None:
 
 @pytest.mark.parametrize("command", ["fidelity", "doctor"])
 def test_help_shows_each_default_once_and_no_markup(command: str) -> None:
-    result = _wmrl(command, "--help")
+    result = run_wmrl(command, "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "``" not in text and ":class:" not in text
@@ -103,7 +94,7 @@ def test_every_subcommand_module_has_a_main() -> None:
 
 
 def test_suite_subcommand_builds_and_lists_sixteen_competitions(tmp_path: Path) -> None:
-    result = _wmrl("suite", "--dir", str(tmp_path / "suite"))
+    result = run_wmrl("suite", "--dir", str(tmp_path / "suite"))
     assert result.returncode == 0, result.stderr
     listed = [line for line in result.stdout.splitlines() if line.startswith("  ")]
     assert len(listed) >= 12
@@ -113,7 +104,7 @@ def test_suite_subcommand_builds_and_lists_sixteen_competitions(tmp_path: Path) 
 
 @pytest.mark.integration
 def test_doctor_runs_a_real_sandboxed_program() -> None:
-    result = _wmrl("doctor")
+    result = run_wmrl("doctor")
     line = next(row for row in result.stdout.splitlines() if "sandbox:local" in row)
     assert line.startswith("ok"), result.stdout
     assert result.returncode == 0
@@ -170,5 +161,5 @@ def test_train_help_lists_every_setting_with_its_default(capsys: pytest.CaptureF
 def test_fidelity_help_counts_the_reference_population_from_the_code() -> None:
     from wmrl_envs.kaggle.references import REFERENCE_NAMES
 
-    result = _wmrl("fidelity", "--help")
+    result = run_wmrl("fidelity", "--help")
     assert f"(default: all {len(REFERENCE_NAMES)})" in " ".join(result.stdout.split())

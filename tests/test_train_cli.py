@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-from _helpers import TINY_GROUP_ARGS
+from _helpers import TINY_GROUP_ARGS, run_wmrl
 
 TINY = [
     "--steps",
@@ -29,14 +26,6 @@ TINY = [
 ]
 
 
-def wmrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wmrl_adapters.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-    )
 
 
 @pytest.mark.parametrize(
@@ -51,7 +40,7 @@ def wmrl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_input_exits_2_and_lists_the_valid_choices(tmp_path, args, names):
-    result = wmrl("train", *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
+    result = run_wmrl("train", *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     assert names in result.stderr
 
@@ -59,7 +48,7 @@ def test_bad_input_exits_2_and_lists_the_valid_choices(tmp_path, args, names):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
-    result = wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
+    result = run_wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     return root, result
 
@@ -93,7 +82,7 @@ def test_resume_with_another_config_is_refused_and_overwrites_nothing(trained):
     root, _ = trained
     run = root / "run"
     before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
-    result = wmrl("train", "--resume", str(run), "--algo", "grpo", cwd=root)
+    result = run_wmrl("train", "--resume", str(run), "--algo", "grpo", cwd=root)
     assert result.returncode == 2
     assert "another config" in result.stderr and "algo" in result.stderr
     assert before == {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
@@ -105,14 +94,14 @@ def test_resume_with_more_steps_extends_a_finished_run(trained, tmp_path):
     root, _ = trained
     run = tmp_path / "run"
     shutil.copytree(root / "run", run)
-    result = wmrl("train", "--resume", str(run), "--steps", "3", cwd=tmp_path)
+    result = run_wmrl("train", "--resume", str(run), "--steps", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1.0, 2.0, 3.0]
     assert json.loads((run / "config.json").read_text())["steps"] == 3
     assert "done: 3 steps" in result.stdout
     assert torch.load(run / "checkpoint.pt", weights_only=True)["state"]["step"] == 3  # plain data
-    fewer = wmrl("train", "--resume", str(run), "--steps", "2", cwd=tmp_path)
+    fewer = run_wmrl("train", "--resume", str(run), "--steps", "2", cwd=tmp_path)
     assert fewer.returncode == 2
     assert "has done 3 steps" in fewer.stderr and "--steps 3 or more" in fewer.stderr
 
@@ -120,7 +109,7 @@ def test_resume_with_more_steps_extends_a_finished_run(trained, tmp_path):
 @pytest.mark.integration
 def test_a_new_run_in_an_existing_run_directory_is_refused(trained):
     root, _ = trained
-    result = wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
+    result = run_wmrl("train", *TINY, "--out", str(root / "run"), cwd=root)
     assert result.returncode == 2 and "--resume" in result.stderr
 
 
@@ -139,7 +128,7 @@ def test_eval_runs_a_trained_policy_on_an_mlebench_layout_competition(trained):
     (mle / "leaderboard.csv").write_text(
         "teamName,score\n" + "".join(f"t{i},{s}\n" for i, s in enumerate(scores))
     )
-    result = wmrl(
+    result = run_wmrl(
         "eval",
         str(root / "run"),
         "--competitions",
@@ -157,5 +146,5 @@ def test_eval_runs_a_trained_policy_on_an_mlebench_layout_competition(trained):
 
 
 def test_eval_of_a_directory_that_is_not_a_run_exits_2(tmp_path):
-    result = wmrl("eval", str(tmp_path), cwd=tmp_path)
+    result = run_wmrl("eval", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and "not a trained run" in result.stderr
