@@ -119,7 +119,7 @@ def _policy_solution_graded_directly(run: Path, data: Path, registry: Path, metr
     return _position(outcome.score, _leaderboard_scores())
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("layout", ["mlebench", "mledojo"])
 def test_eval_of_a_prepared_dir_with_its_registry_apart_prints_the_position_grading_gives(
     run: Path, tmp_path: Path, layout: str
@@ -181,7 +181,7 @@ def test_eval_refuses_the_unsafe_sandbox_a_run_config_asks_for(unsafe_run: Path,
     assert "--sandbox unsafe" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_eval_runs_unisolated_only_with_the_flag_and_says_so(unsafe_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval.json"
     args = ["--competitions", SOURCE, "--samples", "1", "--sandbox", "unsafe", "--out", str(out)]

@@ -126,14 +126,14 @@ def test_every_algorithm_resolves_to_the_recorded_correction_settings():
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("algo", KAGGLE_ALGOS)
 def test_a_kaggle_run_learns_exactly_what_it_learned_before_the_skeleton(algo, tmp_path):
     _same(_recorded()["kaggle"][algo], kaggle_run(algo, tmp_path / algo), f"kaggle/{algo}")
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_kaggle_checkpoint_written_before_the_skeleton_resumes_to_the_recorded_step(tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_RUN, run_dir)
@@ -158,7 +158,7 @@ def test_a_run_dir_written_before_refit_every_was_a_setting_resumes_with_the_ref
         RunTrainer().open_run_dir(config.replace(refit_every=4), run_dir, resume=True)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("algo", [pytest.param(algo, marks=embodied_marks()) for algo in EMBODIED_ALGOS])
 def test_an_embodied_run_learns_exactly_what_it_learned_before_the_skeleton(algo, tmp_path):
     _same(_recorded()["embodied"][algo], embodied_run(algo, tmp_path / algo), f"embodied/{algo}")

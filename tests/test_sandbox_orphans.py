@@ -83,7 +83,7 @@ def _run_processes(token: str, tag: str) -> list[int]:
     return sorted(found)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_trainer_killed_in_the_first_150_ms_of_a_run_leaves_no_process(trainer_tmp: Path) -> None:
     try:
         BubblewrapSandbox(strict=True).close()

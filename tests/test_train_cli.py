@@ -89,7 +89,7 @@ def test_resume_with_another_config_is_refused_and_overwrites_nothing(trained):
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.long
 def test_resume_with_more_steps_extends_a_finished_run(trained, tmp_path):
     root, _ = trained
     run = tmp_path / "run"
