@@ -95,7 +95,8 @@ def _file_digest(path: Path) -> bytes:
 def data_digest(competition: Competition) -> str:
     """SHA-256 (hex) over the public files (each name under ``./input/`` and its content) and the answers.
 
-    The same value as :func:`wmrl_envs.kaggle.references.data_fingerprint`, computed from chunked reads.
+    Files are read in chunks, so a large one costs no memory; the leaderboard records key on it too
+    (:func:`wmrl_envs.kaggle.references.data_fingerprint`).
 
     Raises:
         DataError: a file cannot be read.

@@ -50,7 +50,6 @@ Build and commit the leaderboards with::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import warnings
 from collections.abc import Iterable, Sequence
@@ -62,6 +61,7 @@ from tqdm.auto import tqdm
 
 from wmrl_algos.errors import ConfigError, DataError
 from wmrl_envs.kaggle.competition import Competition
+from wmrl_envs.kaggle.fingerprint import data_digest
 from wmrl_envs.kaggle.grading import grade_execution
 from wmrl_envs.kaggle.leaderboard import Leaderboard
 from wmrl_envs.kaggle.metrics import get_metric
@@ -547,13 +547,12 @@ def reference_solutions(competition: Competition) -> tuple[ReferenceSolution, ..
 
 
 def data_fingerprint(competition: Competition) -> str:
-    """SHA-256 over the public files and the hidden answers: a leaderboard is valid for this data only."""
-    digest = hashlib.sha256()
-    for name, path in sorted(competition.public_files().items()):
-        digest.update(name.encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    digest.update(hashlib.sha256(Path(competition.answers_path).read_bytes()).digest())
-    return digest.hexdigest()
+    """SHA-256 over the public files and the hidden answers: a leaderboard is valid for this data only.
+
+    It is :func:`wmrl_envs.kaggle.fingerprint.data_digest` (chunked reads), the data part of the content
+    fingerprint the execution caches key on.
+    """
+    return data_digest(competition)
 
 
 def build_leaderboard(
