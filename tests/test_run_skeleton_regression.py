@@ -30,6 +30,7 @@ from wmrl_algos.errors import ConfigError
 FIXTURE = Path(__file__).parent / "data" / "run_skeleton_regression.json"
 BEFORE_RUN = Path(__file__).parent / "data" / "run_skeleton_before"
 
+# Frozen with the record (not test_train_trainer.TINY): changing a value here needs a new --record.
 KAGGLE = dict(
     steps=2,
     groups=2,
