@@ -20,6 +20,8 @@ __all__ = [
     "IsolationUnavailableError",
     "CheckpointError",
     "DataError",
+    "ReplayMiss",
+    "ReplayMismatchError",
     "MissingDependencyError",
     "require",
 ]
@@ -55,6 +57,15 @@ class CheckpointError(WMRLError):
 
 class DataError(WMRLError):
     """A dataset, competition or submission is malformed."""
+
+
+class ReplayMiss(DataError):
+    """A replay table holds no recorded outcome for the requested competition and solution design."""
+
+
+class ReplayMismatchError(DataError):
+    """A replay table was recorded under another format, suite version, competition content, grading code
+    or design list than the one asked for: serving it would be a silently wrong grade."""
 
 
 class MissingDependencyError(WMRLError, ImportError):

@@ -1,0 +1,197 @@
+"""Record once, replay many: the replay table's checks, the replaying env, and ``wmrl record`` for real.
+
+The table tests use a tiny hand-made table over a real competition of the built-in suite (its real
+content fingerprint and its real rendered scripts); the outcomes in it are made up, which is what the
+table is for: the env must serve whatever was recorded. ``wmrl record`` runs for real in the
+bubblewrap sandbox (marked ``integration``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wmrl_algos.errors import ConfigError, DataError, ReplayMismatchError, ReplayMiss
+from wmrl_envs.kaggle.design import Design, design_header, render_design
+from wmrl_envs.kaggle.env import MAX_TEXT_LENGTH, parse_action
+from wmrl_envs.kaggle.fingerprint import competition_fingerprint
+from wmrl_envs.kaggle.outcome import Outcome
+from wmrl_envs.kaggle.replay import (
+    REPLAY_FORMAT,
+    RecordedOutcome,
+    RecordingSettings,
+    ReplayKaggleEnv,
+    ReplayTable,
+    code_digest,
+    execute_for_table,
+)
+from wmrl_envs.kaggle.suite import load_suite
+
+COMPETITION = "titanic-survival"
+LINEAR = Design(model="linear")
+TREE = Design(model="tree", categorical="ordinal")
+UNRECORDED = Design(model="knn")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return load_suite()
+
+
+def _table(suite) -> ReplayTable:
+    competition = suite.get(COMPETITION)
+    table = ReplayTable([LINEAR, TREE, UNRECORDED])
+    fingerprint = competition_fingerprint(competition)
+    valid = Outcome(status="valid", score=0.81, public_score=0.8, position=0.62, above_median=True,
+                    stdout_tail="validation score: 0.8\n", exit_code=0, backend="local",
+                    extra={"cpu_s": 3.25, "max_rss_mb": 210.0})
+    failed = Outcome(status="runtime_error", stderr_tail="Traceback ...\nValueError: boom\n", exit_code=1,
+                     traceback="ValueError: boom", backend="local", extra={"cpu_s": 1.5})
+    for design, outcome in ((LINEAR, valid), (TREE, failed)):
+        table.add(COMPETITION, fingerprint, design, code_digest(render_design(design, competition)),
+                  RecordedOutcome.from_outcome(dataclasses.replace(outcome, wall_s=4.0)))
+    return table
+
+
+def _action(design: Design, competition) -> str:
+    return f"```python\n{render_design(design, competition)}```\n"
+
+
+def _edited(path: Path, edit) -> Path:
+    document = json.loads(path.read_text())
+    edit(document)
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_table_round_trips_through_its_file(tmp_path, suite):
+    table = _table(suite)
+    path = table.save(tmp_path / "table.json")
+    loaded = ReplayTable.load(path, suite, designs=[LINEAR, TREE, UNRECORDED])
+    assert json.loads(path.read_text())["format"] == REPLAY_FORMAT
+    assert loaded.designs == table.designs and loaded.competitions() == [COMPETITION]
+    assert loaded.to_json() == table.to_json()
+    assert loaded.record(COMPETITION, LINEAR) == table.record(COMPETITION, LINEAR)
+    assert loaded.position(COMPETITION, LINEAR) == 0.62
+    assert loaded.position(COMPETITION, TREE) == 0.0  # a failed solution has position 0
+    assert loaded.cpu_s(COMPETITION, TREE) == 1.5
+    assert loaded.missing([COMPETITION]) == [(COMPETITION, UNRECORDED)]
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda d: d.update(suite_version="v0"), "suite version differs"),
+        (lambda d: d.update(grading_code_version="0" * 64), "grading code differs"),
+        (lambda d: d.update(format="wmrl-replay/0"), "format"),
+        (lambda d: d["competitions"][COMPETITION].update(fingerprint="0" * 64),
+         f"{COMPETITION!r}: content differs"),
+        (lambda d: d["competitions"][COMPETITION]["records"]["0"].update(code_sha256="0" * 64),
+         f"{COMPETITION!r}: solution code differs"),
+    ],
+    ids=["suite-version", "grading-code", "format", "content", "solution-code"],
+)
+def test_a_table_recorded_under_other_conditions_is_refused_naming_the_mismatch(tmp_path, suite, edit, named):
+    path = _edited(_table(suite).save(tmp_path / "table.json"), edit)
+    with pytest.raises(ReplayMismatchError, match=named):
+        ReplayTable.load(path, suite)
+
+
+def test_a_table_of_another_design_list_is_refused(tmp_path, suite):
+    path = _table(suite).save(tmp_path / "table.json")
+    with pytest.raises(ReplayMismatchError, match="design list differs: design 1 is tree"):
+        ReplayTable.load(path, designs=[LINEAR, Design(model="svm"), UNRECORDED])
+    with pytest.raises(ReplayMismatchError, match="the table has 3 designs, 1 were expected"):
+        ReplayTable.load(path, designs=[LINEAR])
+
+
+def test_another_competition_content_is_refused_by_the_env(tmp_path, suite):
+    competition = suite.get(COMPETITION)
+    answers = tmp_path / "answers.csv"
+    shutil.copy(competition.answers_path, answers)
+    lines = answers.read_text().splitlines(keepends=True)
+    answers.write_text("".join(lines[:-1]))  # one hidden answer fewer: another competition, same id
+    changed = dataclasses.replace(competition, answers_path=answers)
+    env = ReplayKaggleEnv(_table(suite), competition=changed)
+    env.reset(seed=0)
+    with pytest.raises(ReplayMismatchError, match=f"{COMPETITION!r}: content differs"):
+        env.step(_action(LINEAR, changed))
+
+
+def test_a_corrupt_table_is_a_data_error_not_a_traceback(tmp_path, suite):
+    path = _edited(_table(suite).save(tmp_path / "table.json"),
+                   lambda d: d["competitions"][COMPETITION]["records"]["0"]["outcome"].update(status="won"))
+    with pytest.raises(DataError, match="status='won'"):
+        ReplayTable.load(path)
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(DataError, match="cannot read the replay table"):
+        ReplayTable.load(tmp_path / "broken.json")
+
+
+@pytest.mark.parametrize(
+    ("competition_id", "design", "named"),
+    [("concrete-strength", LINEAR, "no competition 'concrete-strength'"),
+     (COMPETITION, Design(model="svm"), "not in the replay table's design list"),
+     (COMPETITION, UNRECORDED, "no entry for design knn")],
+    ids=["competition", "design", "entry"],
+)
+def test_a_miss_raises_replay_miss(suite, competition_id, design, named):
+    with pytest.raises(ReplayMiss, match=named):
+        _table(suite).record(competition_id, design)
+
+
+def test_the_env_serves_the_recorded_outcome_and_charges_its_cpu_seconds(suite):
+    table = _table(suite)
+    env = ReplayKaggleEnv(table, suite=suite, split="all", max_turns=2)
+    env.reset(options={"competition": COMPETITION})
+    _, reward, _, _, info = env.step(_action(LINEAR, suite.get(COMPETITION)))
+    assert info["replayed"] is True and info["status"] == "valid"
+    assert info["cpu_s"] == table.cpu_s(COMPETITION, LINEAR) == 3.25
+    assert info["position"] == 0.62 and reward == pytest.approx(0.5 + 0.5 * 0.62)
+    assert info["isolated"] is True  # recorded in the bubblewrap sandbox
+    _, reward, terminated, _, info = env.step(_action(TREE, suite.get(COMPETITION)))
+    assert (info["status"], reward, info["replayed"], terminated) == ("runtime_error", 0.1, True, True)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [b"bytes", "x" * (MAX_TEXT_LENGTH + 1), "x = '\ud800'", "I would use a random forest."],
+    ids=["not-text", "too-long", "lone-surrogate", "prose"],
+)
+def test_the_env_judges_malformed_actions_before_the_table(suite, action):
+    env = ReplayKaggleEnv(_table(suite), suite=suite, split="all")
+    env.reset(options={"competition": COMPETITION})
+    _, reward, _, _, info = env.step(action)
+    expected = parse_action(action)
+    assert isinstance(expected, Outcome)
+    assert (info["status"], info["detail"], reward) == ("malformed", expected.detail, 0.0)
+    assert info["replayed"] is False
+
+
+def test_a_design_header_on_other_code_replays_nothing(suite):
+    env = ReplayKaggleEnv(_table(suite), suite=suite, split="all")
+    env.reset(options={"competition": COMPETITION})
+    forged = design_header(LINEAR) + "import shutil\nshutil.copy('input/sample_submission.csv', 'x.csv')\n"
+    with pytest.raises(ReplayMiss, match="carries the header of design linear"):
+        env.step(f"```python\n{forged}```")
+    with pytest.raises(ReplayMiss, match="without a design header"):
+        env.step("```python\nprint(1)\n```")
+
+
+def test_the_env_refuses_limits_other_than_the_recorded_ones(suite):
+    with pytest.raises(ReplayMismatchError, match="timeout_s=60.0, but the replay table was recorded with"):
+        ReplayKaggleEnv(_table(suite), suite=suite, timeout_s=60.0)
+    with pytest.raises(ConfigError, match="on_miss='maybe'"):
+        ReplayKaggleEnv(_table(suite), suite=suite, on_miss="maybe")  # type: ignore[arg-type]
+    assert ReplayKaggleEnv(_table(suite), suite=suite).config.timeout_s == RecordingSettings().timeout_s
+
+
+def test_an_unknown_outcome_is_retried_and_never_recorded():
+    with pytest.raises(DataError, match="never recorded"):
+        RecordedOutcome(Outcome(status="sandbox_error"), cpu_s=0.0, wall_s=0.0)
+    calls = iter([Outcome(status="timeout"), Outcome(status="sandbox_error")])
+    assert execute_for_table(lambda: next(calls)).status == "sandbox_error"
