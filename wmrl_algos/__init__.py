@@ -1,7 +1,7 @@
 """wmrl_algos: the learning side of World Model RL (anchors, online debiasing, inverse-variance
-denoising, residual correction, group advantages, the correction loop, the algorithms of the comparison,
-GRPO losses). It never looks inside a trajectory, except through a residual correction's featurizer when
-one is passed.
+denoising, residual correction, the prediction-powered estimator, group advantages, the correction
+loop, the algorithms of the comparison, GRPO losses). It never looks inside a trajectory, except
+through a residual correction's featurizer when one is passed.
 
 The GRPO losses (:mod:`wmrl_algos.grpo`) need torch; they are imported on first use so that the
 corrections themselves load with numpy alone.
@@ -28,6 +28,7 @@ from wmrl_algos.errors import (
     WorldModelError,
 )
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop, Scorer
+from wmrl_algos.ppi import PoweredAdvantages, PowerTuner, power_coefficient, powered_advantages
 from wmrl_algos.residual import ResidualCorrection, RidgeResidual
 from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult, as_score_array
 
@@ -58,6 +59,10 @@ __all__ = [
     "WeightRule",
     "ResidualCorrection",
     "RidgeResidual",
+    "PoweredAdvantages",
+    "PowerTuner",
+    "power_coefficient",
+    "powered_advantages",
     "AdvantageScale",
     "centre_and_scale",
     "group_advantages",

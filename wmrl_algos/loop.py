@@ -26,6 +26,14 @@ groups) and uncertainty-driven anchor selection whenever an uncertainty exists (
 residual correction needs trajectory features, so it is on only when one is passed; pass one whenever
 features exist: it is what turned the strategy-specific-bias variant from a loss into a gain.
 
+Opt-in as well: ``CorrectionLoop(..., power=PowerTuner())`` replaces the fusion weights by the
+prediction-powered estimator of :mod:`wmrl_algos.ppi` (world-model advantages as a control variate on
+the anchor groups, unbiased for any world-model error). Then the order changes in one place: every
+group, anchors included, is calibrated with the map (and residual correction) fitted *before* this
+step's pairs arrive, and the step uses the coefficient fitted on earlier steps; only afterwards do the
+step's pairs enter the buffer and the tuner. That keeps the control variate independent of which
+groups were drawn as anchors, which is what makes the step unbiased.
+
 With ``debias=False`` and ``denoise=False`` it is plain GRPO on world-model scores mixed with real
 anchor scores (the paper's "direct mix" ablation); with ``anchor_fraction=0``, ``min_anchor_groups=0``
 and ``denoise=False`` it is world-model-only GRPO (with the agreement rule and no anchors there would be
@@ -46,8 +54,9 @@ from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.debias import OnlineDebiaser
 from wmrl_algos.denoise import InverseVarianceWeighter, WeightRule
 from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError
+from wmrl_algos.ppi import PowerTuner
 from wmrl_algos.residual import ResidualCorrection
-from wmrl_algos.types import Score, ScoredGroup, StepResult, as_score_array
+from wmrl_algos.types import GroupAdvantages, Score, ScoredGroup, StepResult, as_score_array
 
 __all__ = ["Scorer", "CorrectionConfig", "CorrectionLoop"]
 
@@ -255,6 +264,26 @@ class CorrectionConfig:
             )
 
 
+def _check_powered(config: CorrectionConfig) -> None:
+    """Refuse the settings under which the prediction-powered step would no longer be unbiased."""
+    if config.anchor_selection == "uncertainty":
+        raise ConfigError(
+            "anchor_selection='uncertainty' with a power tuner: the prediction-powered estimator is "
+            "unbiased only when the anchor groups are a uniform random sample; pass 'random' or 'auto' "
+            "('auto' draws uniformly under a power tuner)"
+        )
+    if config.min_anchor_groups < 1:
+        raise ConfigError(
+            f"min_anchor_groups={config.min_anchor_groups!r} with a power tuner: a step without an anchor "
+            "group has no unbiased estimate and trains on nothing; pass min_anchor_groups >= 1"
+        )
+    if config.train_anchor_on != "real":
+        raise ConfigError(
+            f"train_anchor_on={config.train_anchor_on!r} with a power tuner: the estimator corrects the "
+            "world model with real anchor scores; pass 'real'"
+        )
+
+
 class CorrectionLoop:
     """Turns a step's scored groups into corrected, weighted advantages (OD + IVD), statefully.
 
@@ -264,9 +293,17 @@ class CorrectionLoop:
         trusted: the real execution as a :class:`Scorer` (``trusted`` True); needed by :meth:`step` only.
         residual: optional :class:`~wmrl_algos.residual.ResidualCorrection` applied after the isotonic
             map (it reads ``ScoredGroup.trajectories``, so groups must carry them).
+        power: optional :class:`~wmrl_algos.ppi.PowerTuner`: the prediction-powered estimator instead of
+            the fusion weights (``denoise``, ``weighting`` and ``normalise_weights`` then only change
+            the logged agreement metrics). Choose it when the world model's error may be systematic
+            (per strategy, or following the policy): the step stays unbiased for any error and is
+            exactly GRPO on the anchors when the world model is useless. Its weights assume a loss that
+            averages over every trajectory of the step (``loss_type="grpo"``).
 
     Raises:
-        ConfigError: ``cheap.trusted`` is True or ``trusted.trusted`` is False (scorers swapped?).
+        ConfigError: ``cheap.trusted`` is True or ``trusted.trusted`` is False (scorers swapped?); a
+            ``power`` tuner with a setting that breaks its unbiasedness (anchors chosen by uncertainty,
+            no anchors, anchors trained on calibrated scores).
 
     Example:
         >>> loop = CorrectionLoop(CorrectionConfig(min_pairs=2, refit_every=2))
@@ -287,8 +324,11 @@ class CorrectionLoop:
         cheap: Scorer[Any] | None = None,
         trusted: Scorer[Any] | None = None,
         residual: ResidualCorrection | None = None,
+        power: PowerTuner | None = None,
     ) -> None:
         self.config = CorrectionConfig() if config is None else config
+        if power is not None:
+            _check_powered(self.config)
         if cheap is not None and getattr(cheap, "trusted", None) is not False:
             raise ConfigError(
                 f"the cheap scorer {cheap!r} has trusted={getattr(cheap, 'trusted', None)!r}; it must be "
@@ -303,6 +343,7 @@ class CorrectionLoop:
         self.cheap = cheap
         self.trusted = trusted
         self.residual = residual
+        self.power = power
         config = self.config
         self.scheduler = AnchorScheduler(
             config.anchor_fraction,
@@ -338,7 +379,7 @@ class CorrectionLoop:
             ConfigError: ``anchor_selection="uncertainty"`` without ``uncertainty``.
         """
         selection = self.config.anchor_selection
-        if selection == "random" or (selection == "auto" and uncertainty is None):
+        if selection == "random" or (selection == "auto" and (uncertainty is None or self.power is not None)):
             mask = self.scheduler.select(n_groups)
             self._planned_random = None
             return mask
@@ -400,6 +441,7 @@ class CorrectionLoop:
         anchors = [group for group in groups if group.anchor]
         self.scheduler.release(min(len(anchors), self.scheduler.in_flight))
         measured = self._measured_anchors(groups, anchors)
+        out_of_sample = [self._calibrate(group) for group in groups] if self.power is not None else None
 
         anchor_predicted = [list(group.predicted) for group in anchors]
         anchor_real = [list(group.real or ()) for group in anchors]
@@ -424,19 +466,24 @@ class CorrectionLoop:
         world_model_weight = self.weighter.world_model_weight if config.denoise else 1.0
 
         rewards: list[list[Score]] = []
-        for group in groups:
+        for index, group in enumerate(groups):
             if group.anchor and config.train_anchor_on == "real":
                 rewards.append(list(group.real or ()))
             else:
-                rewards.append(self._calibrate(group))
-        advantages = group_advantages(
-            rewards,
-            [group.anchor for group in groups],
-            anchor_weight,
-            world_model_weight=world_model_weight,
-            scale=config.advantage_scale,
-            normalise_weights=config.normalise_weights,
-        )
+                rewards.append(self._calibrate(group) if out_of_sample is None else out_of_sample[index])
+        powered: dict[str, float] = {}
+        if self.power is not None and out_of_sample is not None:
+            advantages, powered = self._powered(self.power, groups, out_of_sample)
+            anchor_weight, world_model_weight = 1.0, powered["wmrl/power_coefficient"]
+        else:
+            advantages = group_advantages(
+                rewards,
+                [group.anchor for group in groups],
+                anchor_weight,
+                world_model_weight=world_model_weight,
+                scale=config.advantage_scale,
+                normalise_weights=config.normalise_weights,
+            )
 
         self._steps += 1
         self._groups_seen += len(groups)
@@ -469,7 +516,47 @@ class CorrectionLoop:
             "wmrl/agreement_slope": self.weighter.slope,
         }
         metrics.update({key: float(value) for key, value in optional.items() if value is not None})
+        metrics.update(powered)
         return StepResult(advantages=tuple(advantages), groups=tuple(groups), metrics=metrics)
+
+    def _powered(
+        self, power: PowerTuner, groups: Sequence[ScoredGroup], calibrated: list[list[Score]]
+    ) -> tuple[list[GroupAdvantages], dict[str, float]]:
+        """The prediction-powered advantages of a step (with the coefficient of earlier steps); then the
+        tuner learns this step's anchor pairs (real and out-of-sample predicted advantages) and refits
+        for the next step."""
+        scale = self.config.advantage_scale
+        anchor = [group.anchor for group in groups]
+        predicted = group_advantages(calibrated, anchor, scale=scale)
+        real = group_advantages([list(group.real or ()) for group in groups], anchor, scale=scale)
+        predicted_values = [np.where(a.mask, a.values, np.nan) for a in predicted]
+        real_values = [
+            np.where(a.mask, a.values, np.nan) if group.anchor else None
+            for a, group in zip(real, groups, strict=True)
+        ]
+        coefficient = power.coefficient
+        effective = power.apply(real_values, predicted_values)
+        advantages = [
+            GroupAdvantages(
+                values=out.values,
+                mask=out.mask,
+                weight=out.scale if group.anchor else coefficient,
+                rewards=(real if group.anchor else predicted)[index].rewards,
+            )
+            for index, (out, group) in enumerate(zip(effective, groups, strict=True))
+        ]
+        for truth, guess in zip(real_values, predicted_values, strict=True):
+            if truth is not None:
+                power.push(truth, guess)
+        power.refit()
+        metrics = {"wmrl/power_coefficient": coefficient, "wmrl/power_pairs": power.pairs}
+        correlation = power.correlation
+        ratio = power.variance_ratio(sum(anchor), len(groups))
+        if correlation is not None:
+            metrics["wmrl/power_correlation"] = correlation
+        if ratio is not None:
+            metrics["wmrl/power_variance_ratio"] = ratio
+        return advantages, metrics
 
     def _measured_anchors(
         self, groups: Sequence[ScoredGroup], anchors: list[ScoredGroup]
@@ -564,6 +651,7 @@ class CorrectionLoop:
             "debiaser": self.debiaser.state_dict(),
             "weighter": self.weighter.state_dict(),
             "residual": None if self.residual is None else self.residual.state_dict(),
+            "power": None if self.power is None else self.power.state_dict(),
             "groups_seen": self._groups_seen,
             "anchors_seen": self._anchors_seen,
             "steps": self._steps,
@@ -610,4 +698,15 @@ class CorrectionLoop:
             )
         if self.residual is not None and residual_state is not None:
             self.residual.load_state_dict(residual_state)
+        power_state = state.get("power")
+        if (power_state is None) != (self.power is None):
+            raise CheckpointError(
+                "the checkpoint was saved "
+                + ("without" if power_state is None else "with")
+                + " a power tuner (prediction-powered estimator) but this loop has "
+                + ("one" if self.power is not None else "none")
+                + "; build the loop as it was saved"
+            )
+        if self.power is not None and power_state is not None:
+            self.power.load_state_dict(power_state)
         self._groups_seen, self._anchors_seen, self._steps = counters
