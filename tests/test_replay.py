@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from wmrl_adapters.cli import main as wmrl_main
+from wmrl_adapters.train.record import SUITE_DESIGNS, RecordArgs, load_designs, record_table
 
 from wmrl_algos.errors import ConfigError, DataError, ReplayMismatchError, ReplayMiss
 from wmrl_envs.kaggle.design import Design, design_header, render_design
@@ -195,3 +197,60 @@ def test_an_unknown_outcome_is_retried_and_never_recorded():
         RecordedOutcome(Outcome(status="sandbox_error"), cpu_s=0.0, wall_s=0.0)
     calls = iter([Outcome(status="timeout"), Outcome(status="sandbox_error")])
     assert execute_for_table(lambda: next(calls)).status == "sandbox_error"
+
+
+def _designs_file(tmp_path: Path, designs) -> str:
+    path = tmp_path / "designs.json"
+    path.write_text(json.dumps([dataclasses.asdict(design) for design in designs]))
+    return str(path)
+
+
+def test_record_refuses_to_resume_a_table_of_another_design_list_or_limits(tmp_path, suite):
+    out = _table(suite).save(tmp_path / "table.json")
+    other = _designs_file(tmp_path, [LINEAR, UNRECORDED])
+    with pytest.raises(ReplayMismatchError, match="design list differs"):
+        record_table(RecordArgs(designs=other, out=str(out), competitions=COMPETITION, resume=True), suite)
+    same = _designs_file(tmp_path, [LINEAR, TREE, UNRECORDED])
+    with pytest.raises(ReplayMismatchError, match="limits differ"):
+        record_table(RecordArgs(designs=same, out=str(out), competitions=COMPETITION, resume=True,
+                                timeout_s=60.0), suite)
+    with pytest.raises(ConfigError, match="exists; pass --resume"):
+        record_table(RecordArgs(designs=same, out=str(out), competitions=COMPETITION), suite)
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [("no-such-preset", "neither a preset"), ('[{"model": "forest"}]', "not a list of designs")],
+    ids=["unknown", "invalid-design"],
+)
+def test_a_bad_design_list_is_a_config_error(tmp_path, spec, named):
+    if spec.startswith("["):
+        (tmp_path / "designs.json").write_text(spec)
+        spec = str(tmp_path / "designs.json")
+    with pytest.raises(ConfigError, match=named):
+        load_designs(spec)
+
+
+def test_the_suite_preset_is_a_fixed_list_of_distinct_designs():
+    assert load_designs("suite") == SUITE_DESIGNS
+    assert len(set(SUITE_DESIGNS)) == len(SUITE_DESIGNS) == 16
+
+
+@pytest.mark.integration
+def test_wmrl_record_executes_for_real_and_resumes_without_executing_again(
+    tmp_path, suite, strict_bubblewrap, capsys
+):
+    out = tmp_path / "table.json"
+    designs = _designs_file(tmp_path, [LINEAR, TREE])
+    command = ["record", "--designs", designs, "--competitions", "mortgage-denial", "--out", str(out)]
+    assert wmrl_main([*command, "--warm", "0"]) == 0
+    assert "recorded 2 of 2 executions" in capsys.readouterr().out
+    recorded = out.read_text()
+    table = ReplayTable.load(out, suite, designs=[LINEAR, TREE])
+    assert len(table) == 2 and all(table.cpu_s("mortgage-denial", d) > 0 for d in (LINEAR, TREE))
+    assert wmrl_main([*command, "--resume", "--check", "1", "--check-out", str(tmp_path / "check.md")]) == 0
+    assert "recorded 0 of 0 executions" in capsys.readouterr().out
+    assert out.read_text() == recorded  # nothing re-executed: the measured CPU-s are the first run's
+    assert "**1/1 agree**" in (tmp_path / "check.md").read_text()
+    assert wmrl_main(command) == 2
+    assert "exists; pass --resume" in capsys.readouterr().err

@@ -469,6 +469,7 @@ class ReplayTable:
                 stream.write(text)
                 stream.flush()
                 os.fsync(stream.fileno())
+            os.chmod(temporary, 0o644)  # mkstemp makes it private; a table is shared data
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
