@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import re
 import time
 
 import numpy as np
 import pytest
+from gymnasium.error import InvalidAction
 
 from wmrl_algos.anchors import AnchorScheduler
 from wmrl_algos.errors import ConfigError, WorldModelError
@@ -337,6 +339,57 @@ def test_members_of_a_group_share_their_start_state_and_groups_differ():
     for members in starts:
         assert all(np.array_equal(members[0], other) for other in members[1:])
     assert not np.array_equal(starts[0][0], starts[1][0])
+
+
+def test_a_task_seed_fixes_its_groups_start_state_whatever_the_run_seed():
+    import gymnasium as gym
+
+    class Still:
+        def act(self, observations, infos):
+            return [np.zeros(1, dtype=np.float32) for _ in observations]
+
+    config = RolloutConfig(group_size=2, mode="score", max_turns=1)
+    starts = []
+    with GroupedRollout(lambda: gym.make("Pendulum-v1"), _ZeroTorque(), config) as rollout:
+        for run_seed in (0, 99):
+            groups = rollout.run([RolloutTask("own", seed=5), RolloutTask("run's")], Still(), seed=run_seed)
+            starts.append([group.trajectories[0].observations[0] for group in groups])
+        [reference] = rollout.run([RolloutTask("seed 5")], Still(), seed=5)
+    assert np.array_equal(starts[0][0], starts[1][0]), "the task's seed, not the run's"
+    assert np.array_equal(starts[0][0], reference.trajectories[0].observations[0])
+    assert not np.array_equal(starts[0][1], starts[1][1]), "a task without one takes the run's seed + g"
+
+
+@pytest.mark.parametrize("seed", [True, 1.5, "3"])
+def test_a_task_seed_that_is_not_an_int_is_refused_naming_it(seed):
+    with pytest.raises(ConfigError, match=re.escape(f"seed={seed!r}")):
+        RolloutTask("task", seed=seed)
+
+
+def test_trajectories_keep_every_info_the_reset_one_first():
+    with GroupedRollout(_env(max_turns=3), ToyWorldModel(), RolloutConfig(group_size=2)) as rollout:
+        [group] = rollout.run(_tasks(1), _SeededPolicy(), anchors=[True])
+    for trajectory in group.trajectories:
+        assert len(trajectory.infos) == len(trajectory.observations) == 4
+        assert trajectory.infos[0]["wmrl"]["predicted"] is None  # the reset's
+        assert [info["wmrl"]["real"] for info in trajectory.infos[1:]] == list(trajectory.real)
+
+
+def test_an_env_that_clips_its_actions_itself_gets_them_unchecked_when_asked():
+    far = [np.full(2, 5.0)]  # outside the toy env's Box(-1, 1)
+
+    class Far:
+        def act(self, observations, infos):
+            return far * len(observations)
+
+    config = {"group_size": 2, "mode": "score", "max_turns": 1}
+    checked = GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(**config))
+    with checked, pytest.raises(InvalidAction, match="outside the action space"):
+        checked.run(_tasks(1), Far(), anchors=[True])
+    with GroupedRollout(_env(), ToyWorldModel(), RolloutConfig(**config, check_actions=False)) as rollout:
+        [group] = rollout.run(_tasks(1), Far(), anchors=[True])
+    assert [t.actions[0].tolist() for t in group.trajectories] == [[5.0, 5.0]] * 2
+    assert group.real is not None and all(r is not None for r in group.real)
 
 
 class _HistoryPolicy:

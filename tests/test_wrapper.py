@@ -251,6 +251,34 @@ def test_episode_scoring_falls_back_to_the_real_return_on_the_last_step():
     assert env.ledger.rewards_real == 1 and env.ledger.rewards_world_model == 2
 
 
+class _BreaksOnLastStep(CostlyToyEnv):
+    """The toy env whose last step's reward is NaN: its dynamics failed there (a simulator instability)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, (math.nan if self._turn >= self.max_turns else reward), terminated, truncated, info
+
+
+@pytest.mark.parametrize("anchor", [False, True])
+def test_episode_scoring_leaves_a_trajectory_whose_real_dynamics_failed_unscored(anchor):
+    model = _Fixed([Prediction(0.5)], name="progress")
+    env = _toy(
+        world_model=model,
+        mode="score",
+        scoring="episode",
+        on_unknown="nan",
+        env=_BreaksOnLastStep(dim=2, max_turns=2),
+    )
+    env.reset(seed=0, options={**TASK, "anchor": anchor})
+    env.step(ACTION)
+    _, reward, _, truncated, info = env.step(ACTION)
+    assert truncated and math.isnan(reward) and model.calls == 0, "no score for dynamics that broke"
+    block = info["wmrl"]
+    assert block["predicted"] is None and block["real"] is None
+    assert "non-finite reward" in block["world_model_error"]
+    assert env.ledger.world_model_queries == 0
+
+
 @pytest.mark.parametrize("mode", ["simulate", "score"])
 def test_on_unknown_raise_stops_the_episode_naming_the_world_model_and_the_fix(mode):
     env = _toy(world_model=_Fixed([Prediction(None)], name="unsure"), mode=mode, on_unknown="raise")

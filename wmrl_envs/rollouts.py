@@ -23,10 +23,12 @@ Anchoring is per group and decided before anything is scored: from an explicit m
 is seeded and checkpointable, so the anchor choice of a resumed run is the one it would have made.
 
 The members of a group answer the same question: they share the task and the start state (every
-member of group ``g`` resets with ``seed + g``, one seed per group, as TRL's ``num_generations``
-completions share a prompt); only the policy's sampling makes them differ, so the group's mean is a
-baseline for each of them. A multi-turn policy (an LLM agent building its chat) gets each
-trajectory's whole history as a :class:`TurnContext` when its ``act`` takes a ``contexts`` keyword.
+member of group ``g`` resets with ``seed + g``, or with the group's own :attr:`RolloutTask.seed`: one
+seed per group, as TRL's ``num_generations`` completions share a prompt); only the policy's sampling
+makes them differ, so the group's mean is a baseline for each of them. A multi-turn policy (an LLM
+agent building its chat) gets each trajectory's whole history as a :class:`TurnContext` when its
+``act`` takes a ``contexts`` keyword; a policy that samples gets from it the trajectory's ids, to seed
+its own noise per trajectory.
 
 The result is ``list[ScoredGroup]``, ready for :meth:`wmrl_algos.loop.CorrectionLoop.correct`; the
 trajectory score is the episode return by default, or the best step score with :func:`best_return`
@@ -185,10 +187,21 @@ class RolloutTask:
         task_id: identifier carried into :attr:`ScoredGroup.task_id`.
         options: reset options that select the task in the env (e.g. ``{"task_id": 3}`` for
             :class:`~wmrl_envs.toy.CostlyToyEnv`); must not use the wrapper's ``anchor``/``group_id``.
+        seed: the reset seed of every member of this group, for a caller that draws its groups' start
+            states itself (e.g. a robot placement per group); ``None``: the run's ``seed + group_id``.
     """
 
     task_id: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ConfigError(
+                f"RolloutTask {self.task_id!r}: seed={seed!r} is not an int; pass the group's reset "
+                "seed, or None for the run's seed + group_id"
+            )
 
 
 @dataclass(frozen=True)
@@ -213,6 +226,9 @@ class RolloutConfig:
             trajectory's env is reset for the next one. Set it for heavy envs (a simulator per
             trajectory is costly to hold); the price is smaller world-model batches. ``None``: one env
             per trajectory of the step, all live at once (the largest batches).
+        check_actions: the wrappers refuse an action outside the action space
+            (``gymnasium.error.InvalidAction``). Pass False for an env that takes any action and
+            clips it itself, as a robot controller does: a Gaussian policy's samples leave the box.
 
     Raises:
         ConfigError: a value is out of range or the combination is invalid.
@@ -230,6 +246,7 @@ class RolloutConfig:
     info_key: str = "wmrl"
     max_workers: int | None = None
     max_envs: int | None = None
+    check_actions: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
@@ -273,6 +290,8 @@ class Trajectory:
             which is the whole trajectory's score).
         real: the real per-step rewards (anchors only, else all ``None``).
         terminated: whether the episode terminated (rather than being truncated).
+        infos: the infos, the reset info first, then one per step (how the episode ended is in the
+            last one: e.g. a simulator's ``success`` or error).
     """
 
     task_id: str
@@ -285,6 +304,7 @@ class Trajectory:
     predicted: tuple[Score, ...]
     real: tuple[Score, ...]
     terminated: bool
+    infos: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass
@@ -403,9 +423,9 @@ class GroupedRollout:
             scheduler: decides the anchors instead (``select(len(tasks))``); its in-flight anchor
                 groups are released when their executions have finished. Give at most one of
                 ``anchors`` and ``scheduler``; with neither, no group is an anchor.
-            seed: every member of group ``g`` resets with ``seed + g``, so a group shares its start
-                state (``None``: unseeded resets, and then an env with random initial states gives the
-                members different ones).
+            seed: every member of group ``g`` resets with ``seed + g`` (or with its task's own
+                :attr:`RolloutTask.seed`), so a group shares its start state (``None``: unseeded resets,
+                and then an env with random initial states gives the members different ones).
             progress: show a progress bar of finished episodes.
 
         Returns:
@@ -471,6 +491,7 @@ class GroupedRollout:
                     tolerate_errors=config.tolerate_errors,
                     on_unknown="nan",
                     max_episode_steps=config.max_turns,
+                    check_actions=config.check_actions,
                     ledger=self.ledger,
                 )
             )
@@ -512,7 +533,10 @@ class GroupedRollout:
                     group_id = trajectory // size
                     task = tasks[group_id]
                     options = {**task.options, "anchor": bool(mask[group_id]), "group_id": group_id}
-                    obs, info = env.reset(seed=None if seed is None else seed + group_id, options=options)
+                    reset_seed = task.seed
+                    if reset_seed is None and seed is not None:
+                        reset_seed = seed + group_id
+                    obs, info = env.reset(seed=reset_seed, options=options)
                     running[trajectory] = _Running(observations=[obs], infos=[info])
                     assigned[trajectory] = env
                 live = sorted(assigned)
@@ -617,6 +641,7 @@ class GroupedRollout:
                 predicted=tuple(record.predicted),
                 real=tuple(record.real),
                 terminated=record.terminated,
+                infos=tuple(record.infos),
             )
             for index, record in enumerate(records)
         )

@@ -164,6 +164,8 @@ class PendingStep:
             score mode).
         real_result: the real env's step tuple, once executed.
         real_seconds: how long the real step took.
+        unscored: why a finished trajectory is not scored (``scoring="episode"``: its real dynamics
+            failed, see :meth:`WorldModelWrapper.execute`), else ``None``.
     """
 
     action: Any
@@ -171,6 +173,7 @@ class PendingStep:
     runs_real: bool
     real_result: _StepTuple | None = None
     real_seconds: float = 0.0
+    unscored: str | None = None
 
 
 @dataclass(frozen=True)
@@ -348,7 +351,8 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             replaced; choose it when dynamics are cheap and rewards are not).
         scoring: ``"step"`` (one prediction per step) or ``"episode"`` (score mode only: rewards 0.0
             until the last step, which gets the world model's score of the whole trajectory; the query
-            context is the list of observations, the action the list of actions).
+            context is the list of observations, the action the list of actions). A trajectory in
+            which the real env returned a non-finite reward (its outcome unknown) is not scored.
         scheduler: decides anchor groups for :meth:`plan_groups` (an
             :class:`~wmrl_algos.anchors.AnchorScheduler`); with one attached, ``reset(options=
             {"group_id": g})`` anchors the episode when group ``g`` was chosen, and a reset with neither
@@ -662,7 +666,11 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
     def execute(self, pending: PendingStep) -> None:
         """Phase 2 of a step: run the real env if this step needs it (safe to run in a worker thread).
 
-        With ``scoring="episode"`` this also builds the trajectory query when the episode ends.
+        With ``scoring="episode"`` this also builds the trajectory query when the episode ends, unless
+        a real reward of the episode was not finite: the env could not say what happened (a simulator
+        instability, a lost worker), so the trajectory is unknown to the world model too: not scored,
+        its last step's prediction ``None`` (handled by ``on_unknown``), never a score for dynamics
+        that broke.
         """
         if not pending.runs_real:
             return
@@ -675,7 +683,11 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
         if self._scoring == "episode":
             self._observations.append(obs)
             self._actions.append(pending.action)
-            if terminated or truncated:
+            if (terminated or truncated) and not math.isfinite(self._real_return + float(reward)):
+                pending.unscored = (
+                    "not scored: the env returned a non-finite reward in this episode (an unknown outcome)"
+                )
+            elif terminated or truncated:
                 pending.query = WorldModelQuery(
                     list(self._observations), list(self._actions), key=self._query_key()
                 )
@@ -703,6 +715,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
                 ``on_unknown="raise"``.
         """
         predicted = prediction.reward if prediction is not None else None
+        error = error if pending.unscored is None else pending.unscored
         real: float | None = None
         source: RewardSource = "real" if self._anchor else "world_model"
         if pending.runs_real:
@@ -714,7 +727,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
             if self._anchor:
                 real = real_value if math.isfinite(real_value) else None
                 reward: float = real_value
-            elif self._scoring == "episode" and pending.query is None:
+            elif self._scoring == "episode" and pending.query is None and pending.unscored is None:
                 reward = 0.0
             elif predicted is not None:
                 reward = predicted
@@ -724,7 +737,7 @@ class WorldModelWrapper(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.uti
                 # The real step has run: its reward (for a whole trajectory, the real return; the
                 # earlier steps returned 0.0) stands in for the unknown one.
                 reward = self._real_return if self._scoring == "episode" else real_value
-                real, source = reward, "real"
+                real, source = (reward if math.isfinite(reward) else None), "real"
         elif predicted is None and not self._unknown_is_nan(pending, error):
             obs, reward, terminated, truncated, inner_info = self._real_step_for_unknown(pending, error)
             real, source = reward, "real"
