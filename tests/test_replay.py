@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 from wmrl_adapters.cli import main as wmrl_main
-from wmrl_adapters.train.record import SUITE_DESIGNS, RecordArgs, load_designs, record_table
+from wmrl_adapters.train.record import (
+    SUITE_DESIGNS,
+    CheckRow,
+    RecordArgs,
+    load_designs,
+    record_table,
+    write_check,
+)
 
 from wmrl_algos.errors import ConfigError, DataError, ReplayMismatchError, ReplayMiss
 from wmrl_envs.kaggle.design import Design, design_header, render_design
@@ -30,6 +37,7 @@ from wmrl_envs.kaggle.replay import (
     ReplayTable,
     code_digest,
     execute_for_table,
+    is_recordable,
 )
 from wmrl_envs.kaggle.suite import load_suite
 
@@ -199,6 +207,14 @@ def test_an_unknown_outcome_is_retried_and_never_recorded():
     assert execute_for_table(lambda: next(calls)).status == "sandbox_error"
 
 
+def test_a_timeout_is_recorded_only_when_the_solution_used_the_time():
+    settings = RecordingSettings(timeout_s=60.0)
+    assert is_recordable(Outcome(status="timeout", extra={"cpu_s": 59.0}), settings)
+    assert not is_recordable(Outcome(status="timeout", extra={"cpu_s": 4.0}), settings)  # the host starved it
+    assert not is_recordable(Outcome(status="sandbox_error", extra={"cpu_s": 59.0}), settings)
+    assert is_recordable(Outcome(status="runtime_error", extra={"cpu_s": 0.1}), settings)
+
+
 def _designs_file(tmp_path: Path, designs) -> str:
     path = tmp_path / "designs.json"
     path.write_text(json.dumps([dataclasses.asdict(design) for design in designs]))
@@ -248,9 +264,47 @@ def test_wmrl_record_executes_for_real_and_resumes_without_executing_again(
     recorded = out.read_text()
     table = ReplayTable.load(out, suite, designs=[LINEAR, TREE])
     assert len(table) == 2 and all(table.cpu_s("mortgage-denial", d) > 0 for d in (LINEAR, TREE))
-    assert wmrl_main([*command, "--resume", "--check", "1", "--check-out", str(tmp_path / "check.md")]) == 0
+    assert wmrl_main([*command, "--resume"]) == 0
     assert "recorded 0 of 0 executions" in capsys.readouterr().out
     assert out.read_text() == recorded  # nothing re-executed: the measured CPU-s are the first run's
-    assert "**1/1 agree**" in (tmp_path / "check.md").read_text()
     assert wmrl_main(command) == 2
     assert "exists; pass --resume" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_a_miss_executes_live_and_joins_the_table_with_on_miss_execute(suite, strict_bubblewrap):
+    table = ReplayTable([LINEAR, TREE])
+    env = ReplayKaggleEnv(table, on_miss="execute", suite=suite, split="all", sandbox=strict_bubblewrap,
+                          max_turns=2)
+    env.reset(options={"competition": "mortgage-denial"})
+    action = _action(LINEAR, env.competition)
+    _, _, _, _, live = env.step(action)
+    assert live["replayed"] is False and live["status"] == "valid" and live["isolated"] is True
+    assert table.cpu_s("mortgage-denial", LINEAR) == live["cpu_s"]
+    _, _, _, _, replayed = env.step(action)
+    assert replayed["replayed"] is True
+    assert (replayed["score"], replayed["cpu_s"]) == (live["score"], live["cpu_s"])
+
+
+def test_the_check_report_counts_a_different_status_or_score_as_disagreement_and_unknown_apart(tmp_path):
+    valid = Outcome(status="valid", score=0.8, extra={"cpu_s": 2.0})
+    rows = [
+        CheckRow(COMPETITION, LINEAR, valid, dataclasses.replace(valid, extra={"cpu_s": 2.2}), 2.0),
+        CheckRow(COMPETITION, TREE, valid, dataclasses.replace(valid, score=0.8 + 1e-3), 2.0),
+        CheckRow(COMPETITION, UNRECORDED, valid, Outcome(status="runtime_error", extra={"cpu_s": 1.0}), 2.0),
+        CheckRow("concrete-strength", LINEAR, valid, Outcome(status="sandbox_error"), 2.0, live_known=False),
+    ]
+    assert [row.agrees for row in rows] == [True, False, False, None]
+    report = write_check(rows, tmp_path / "check.md", tmp_path / "table.json").read_text()
+    assert "**1/3 agree** (1 unknown); largest score difference 0.001" in report
+
+
+@pytest.mark.long
+@pytest.mark.integration
+def test_wmrl_record_check_re_executes_live_and_agrees(tmp_path, strict_bubblewrap):
+    out = tmp_path / "table.json"
+    command = ["record", "--designs", _designs_file(tmp_path, [TREE]), "--competitions", "mortgage-denial",
+               "--out", str(out), "--warm", "0"]
+    assert wmrl_main(command) == 0
+    assert wmrl_main([*command, "--resume", "--check", "1", "--check-out", str(tmp_path / "check.md")]) == 0
+    assert "**1/1 agree** (0 unknown)" in (tmp_path / "check.md").read_text()

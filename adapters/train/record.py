@@ -12,8 +12,9 @@ executes live.
 * Resumable: the table is written atomically after every execution; ``--resume`` skips what is
   recorded and refuses a table recorded under another fingerprint, grading code, design list or limits
   (:class:`~wmrl_algos.errors.ReplayMismatchError`).
-* Infrastructure failures are never outcomes: a ``sandbox_error`` (or a timeout) is executed once more
-  (:func:`~wmrl_envs.kaggle.replay.execute_for_table`); one that fails again is reported and left
+* Infrastructure failures are never outcomes: a ``sandbox_error`` or a timeout is executed once more
+  (:func:`~wmrl_envs.kaggle.replay.execute_for_table`); one that is still unknown, or a timeout the
+  overloaded host starved of CPU (:func:`~wmrl_envs.kaggle.replay.is_recordable`), is reported and left
   missing, so a later ``--resume`` retries it.
 * ``--check N`` re-executes a seeded random sample of N recorded entries live and writes the agreement
   (same status, score within :data:`SCORE_TOLERANCE`) to a markdown report.
@@ -47,6 +48,7 @@ from wmrl_envs.kaggle.replay import (
     ReplayTable,
     code_digest,
     execute_for_table,
+    is_recordable,
 )
 from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.sandbox import make_sandbox
@@ -206,7 +208,7 @@ def record_table(args: RecordArgs, suite: KaggleSuite | None = None) -> tuple[Re
 
     Returns:
         ``(table, failures)``: the table (saved at ``args.out``) and one line per entry that failed in the
-        infrastructure twice and was left missing.
+        infrastructure twice (or timed out starved of CPU) and was left missing.
 
     Raises:
         ConfigError: a bad argument, an existing table without ``--resume``, an unknown competition.
@@ -231,7 +233,7 @@ def record_table(args: RecordArgs, suite: KaggleSuite | None = None) -> tuple[Re
     def run(job: tuple[str, Design]) -> tuple[str, Design, Outcome]:
         cid, design = job
         code, outcome = _execute(suite, sandbox, table.settings, cid, design)
-        if outcome.status == "sandbox_error":
+        if not is_recordable(outcome, table.settings):
             return cid, design, outcome
         table.add(cid, competition_fingerprint(suite.get(cid)), design, code_digest(code),
                   RecordedOutcome.from_outcome(outcome))
@@ -244,8 +246,8 @@ def record_table(args: RecordArgs, suite: KaggleSuite | None = None) -> tuple[Re
                 _bar(len(jobs), f"recording {len(jobs)} executions") as bar:
             for future in concurrent.futures.as_completed([pool.submit(run, job) for job in jobs]):
                 cid, design, outcome = future.result()
-                if outcome.status == "sandbox_error":
-                    failures.append(f"{cid} {design.short()}: {outcome.detail}")
+                if not is_recordable(outcome, table.settings):
+                    failures.append(f"{cid} {design.short()}: {outcome.status}: {outcome.detail}")
                 else:
                     cpu_total += float(outcome.extra.get("cpu_s", 0.0))
                 bar.set_postfix_str(f"{cid} {design.model}: {outcome.status}", refresh=False)
@@ -268,6 +270,7 @@ class CheckRow:
     recorded: Outcome
     live: Outcome
     recorded_cpu_s: float
+    live_known: bool = True
 
     @property
     def score_difference(self) -> float | None:
@@ -279,8 +282,8 @@ class CheckRow:
     @property
     def agrees(self) -> bool | None:
         """Same status and (when scored) scores within :data:`SCORE_TOLERANCE`; ``None`` when the live run
-        failed in the infrastructure (unknown, not a disagreement)."""
-        if self.live.status == "sandbox_error":
+        failed in the infrastructure or timed out starved of CPU (unknown, not a disagreement)."""
+        if not self.live_known:
             return None
         if self.live.status != self.recorded.status:
             return False
@@ -301,7 +304,7 @@ def check_table(table: ReplayTable, args: RecordArgs, suite: KaggleSuite | None 
         cid, design = job
         live = _execute(suite, sandbox, table.settings, cid, design)[1]
         entry = table.record(cid, design)
-        return CheckRow(cid, design, entry.outcome, live, entry.cpu_s)
+        return CheckRow(cid, design, entry.outcome, live, entry.cpu_s, is_recordable(live, table.settings))
 
     try:
         with concurrent.futures.ThreadPoolExecutor(args.workers) as pool, \
@@ -325,7 +328,7 @@ def write_check(rows: Sequence[CheckRow], path: Path, table_path: Path) -> Path:
         f"# Live re-execution of {len(rows)} random entries of `{table_path.name}`",
         "",
         f"Agreement: the same status, and private scores within {SCORE_TOLERANCE:g} (absolute). A live run "
-        "that failed in the infrastructure is unknown, not a disagreement.",
+        "that failed in the infrastructure (or timed out starved of CPU) is unknown, not a disagreement.",
         "",
         "| competition | design | recorded | live | score diff. | recorded CPU-s | live CPU-s | agrees |",
         "|---|---|---|---|---|---|---|---|",
@@ -370,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     suite = load_suite()
     table, failures = record_table(args, suite)
     for line in failures:
-        print(f"left missing (infrastructure failed twice): {line}")
+        print(f"left missing (unknown or starved twice; run again with --resume): {line}")
     status = 1 if failures else 0
     if args.check:
         rows = check_table(table, args, suite)

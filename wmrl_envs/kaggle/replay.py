@@ -22,10 +22,12 @@ byte for byte, the recorded rendering of a design of the table (a ``# wmrl-desig
 is a miss), and it judges the action with :func:`~wmrl_envs.kaggle.env.parse_action` before it looks at
 the table, exactly as :class:`~wmrl_envs.kaggle.env.KaggleEnv` does.
 
-Infrastructure failures (``sandbox_error``) are never in a finished table: the recorder retries them once
-and leaves them missing (:func:`execute_for_table`). A timeout is the solution's failure and is
-recorded once it repeats. Log tails are kept to their last :data:`TAIL_CHARS` characters, so a table of
-a few hundred entries stays well under a megabyte.
+Infrastructure failures are never in a finished table: the recorder retries an unknown outcome or a
+timeout once (:func:`execute_for_table`) and records it only if :func:`is_recordable`: never a
+``sandbox_error``, and a timeout only when the solution itself used the time (its CPU-seconds reach
+:data:`STARVED_CPU_SHARE` of the limit; a timeout on a starved, overloaded host measures the host).
+The rest is left missing for a later ``--resume``. Log tails are kept to their last
+:data:`TAIL_CHARS` characters, so a table of a few hundred entries stays well under a megabyte.
 
 Format (one JSON file, ``"format": "wmrl-replay/1"``)::
 
@@ -75,18 +77,22 @@ __all__ = [
     "REPLAY_FORMAT",
     "TAIL_CHARS",
     "MissPolicy",
+    "STARVED_CPU_SHARE",
     "RecordedOutcome",
     "RecordingSettings",
     "ReplayKaggleEnv",
     "ReplayTable",
     "code_digest",
     "execute_for_table",
+    "is_recordable",
 ]
 
 REPLAY_FORMAT = "wmrl-replay/1"
 """The ``"format"`` of a replay table file; bump it when what a table holds changes."""
 TAIL_CHARS = 1000
 """Characters kept of each log tail (stdout, stderr, traceback) of a recorded outcome."""
+STARVED_CPU_SHARE = 0.5
+"""A timeout is recorded only when its CPU-seconds reach this share of the wall-clock limit."""
 MissPolicy = Literal["raise", "execute"]
 """What :class:`ReplayKaggleEnv` does with a solution the table does not hold: raise
 :class:`~wmrl_algos.errors.ReplayMiss`, or execute it live (and add it to the table when it is a design
@@ -278,7 +284,7 @@ class ReplayTable:
 
     Example:
         >>> table = ReplayTable([Design(model="tree")])
-        >>> table.record("toy", Design(model="tree"))
+        >>> table.record("toy", Design(model="tree"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         wmrl_algos.errors.ReplayMiss: the replay table has no competition 'toy' (it holds []); ...
@@ -604,8 +610,7 @@ def _design_difference(recorded: Sequence[Design], expected: Sequence[Design]) -
 def execute_for_table(execute: Callable[[], Outcome]) -> Outcome:
     """Execute once, and once more when the outcome says nothing definite (unknown, or a timeout).
 
-    A ``sandbox_error`` after the retry is returned as it is and must not be recorded; a repeated
-    timeout is the solution's failure and is recorded.
+    Whether the result may be recorded is :func:`is_recordable`'s decision.
 
     >>> outcomes = iter([Outcome(status="sandbox_error"), Outcome(status="valid", position=1.0)])
     >>> execute_for_table(lambda: next(outcomes)).status
@@ -613,6 +618,26 @@ def execute_for_table(execute: Callable[[], Outcome]) -> Outcome:
     """
     outcome = execute()
     return execute() if outcome.status in UNCACHED_STATUSES else outcome
+
+
+def is_recordable(outcome: Outcome, settings: RecordingSettings) -> bool:
+    """Whether ``outcome`` is definite enough to record under ``settings``.
+
+    Never a ``sandbox_error`` (unknown). A timeout only when the solution used the time itself: its
+    CPU-seconds reach :data:`STARVED_CPU_SHARE` of ``settings.timeout_s``; one that the host starved
+    of CPU says nothing about the code. Every other status is the solution's own result.
+
+    >>> settings = RecordingSettings(timeout_s=10.0)
+    >>> is_recordable(Outcome(status="timeout", extra={"cpu_s": 9.8}), settings)
+    True
+    >>> is_recordable(Outcome(status="timeout", extra={"cpu_s": 1.5}), settings)
+    False
+    """
+    if outcome.status == "sandbox_error":
+        return False
+    if outcome.status == "timeout":
+        return outcome.extra.get("cpu_s", 0.0) >= STARVED_CPU_SHARE * settings.timeout_s
+    return True
 
 
 class _NoSandbox:
@@ -642,8 +667,8 @@ class ReplayKaggleEnv(KaggleEnv):
     Args:
         table: the recorded outcomes.
         on_miss: ``"raise"`` (default: :class:`~wmrl_algos.errors.ReplayMiss`) or ``"execute"``: run the
-            solution live in ``sandbox`` and add it to the table when it is a design of the list and not
-            an infrastructure failure (:func:`execute_for_table`).
+            solution live in ``sandbox`` and add it to the table when it is the rendered script of a design
+            of the list and :func:`is_recordable`.
         **kwargs: :class:`~wmrl_envs.kaggle.env.KaggleEnv`'s arguments. ``sandbox`` defaults to one that
             executes nothing when ``on_miss="raise"``, to ``"local"`` otherwise.
 
@@ -720,8 +745,8 @@ class ReplayKaggleEnv(KaggleEnv):
                 f"the table's {len(self.table.designs)} designs replay); record it, or pass on_miss='execute'"
             )
         outcome = execute_for_table(lambda: super(ReplayKaggleEnv, self).execute_solution(code))
-        recordable = design is not None and design in self.table.designs and outcome.status != "sandbox_error"
-        if recordable and code == render_design(design, competition):
+        recordable = design in self.table.designs and is_recordable(outcome, self.table.settings)
+        if design is not None and recordable and code == render_design(design, competition):
             self.table.add(competition.id, competition_fingerprint(competition), design, code_digest(code),
                            RecordedOutcome.from_outcome(outcome))
         return outcome
