@@ -16,6 +16,13 @@ The corpus:
 Real results are cached (``cache``, keyed by solution hash + competition): a second run with another
 world model executes nothing.
 
+After the agreement table, each world model gets one line of expected effect: its within-group
+correlation with the real rewards (after OD's cross-fitted calibration, as training feeds the
+predictions; :func:`~wmrl_envs.fidelity.within_group_agreement`) turned by
+:class:`~wmrl_algos.power.ExpectedEffect` into the prediction-powered gradient's variance against GRPO
+on the anchors alone at ``anchor_fraction``, and the executions that saves in the variance-limited
+regime. The same numbers go to ``expected_effect.json``.
+
 Example:
     >>> args = FidelityArgs(world_models=("rubric",), competitions=("titanic-survival",))  # doctest: +SKIP
     >>> report = run_fidelity(args)  # doctest: +SKIP
@@ -25,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -33,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from wmrl_adapters.train.config import check_model_dir, check_path
+from wmrl_adapters.train.config import TrainConfig, check_model_dir, check_path
 from wmrl_adapters.train.world_models import (
     EMBEDDINGS,
     WORLD_MODEL_ALIASES,
@@ -46,6 +54,8 @@ from wmrl_adapters.train.world_models import (
 )
 
 from wmrl_algos.errors import ConfigError, DataError
+from wmrl_algos.power import ExpectedEffect, check_anchor_fraction
+from wmrl_envs.fidelity import WithinGroupAgreement, within_group_agreement
 from wmrl_envs.kaggle.competition import Competition
 from wmrl_envs.kaggle.fidelity import (
     ExecutionCache,
@@ -81,6 +91,10 @@ __all__ = [
 ]
 
 _SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_TRAIN_ANCHOR_FRACTION: float = next(
+    spec.default for spec in dataclasses.fields(TrainConfig) if spec.name == "anchor_fraction"
+)
+"""``wmrl train``'s anchor fraction: the default against which the expected effect is stated."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,8 @@ class FidelityArgs:
         llm_base_url: OpenAI-compatible server for ``llm-http``.
         batch_size: queries per ``predict`` call.
         seed: seed of the calibration split and subsets.
+        anchor_fraction: the share of groups a training run would execute for real, in (0, 1]; the
+            expected effect is stated at it (default: ``wmrl train``'s).
         progress: show progress bars.
     """
 
@@ -142,6 +158,7 @@ class FidelityArgs:
     llm_base_url: str | None = None
     batch_size: int = 32
     seed: int = 0
+    anchor_fraction: float = _TRAIN_ANCHOR_FRACTION
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -168,6 +185,7 @@ class FidelityArgs:
             raise ConfigError(
                 f"llm_max_cases={self.llm_max_cases}, batch_size={self.batch_size}; pass >= 0 and >= 1"
             )
+        check_anchor_fraction(self.anchor_fraction)
         for name in self.world_models:
             self.spec(name)
         self._check_paths()
@@ -209,7 +227,12 @@ class FidelityReport:
         execution: the cost of the real executions of this run.
         cases_by_source: corpus size per source (``reference`` / ``rollout``).
         table: the markdown table.
-        files: written files by role (``table``, ``csv``, ``reliability``, ``calibration``).
+        files: written files by role (``table``, ``csv``, ``reliability``, ``calibration``,
+            ``expected_effect``).
+        agreements: per world model, the within-group agreement of its calibrated predictions with the
+            real rewards (``None``: no group to measure it on).
+        effects: per world model, the expected effect of that agreement at the run's anchor fraction
+            (``None`` where the agreement is).
     """
 
     results: tuple[FidelityResult, ...]
@@ -217,6 +240,28 @@ class FidelityReport:
     cases_by_source: dict[str, int]
     table: str
     files: dict[str, Path] = field(default_factory=dict)
+    agreements: tuple[WithinGroupAgreement | None, ...] = ()
+    effects: tuple[ExpectedEffect | None, ...] = ()
+
+    def effect_lines(self) -> list[str]:
+        """One line per world model: its pairwise accuracy and the expected effect of its agreement."""
+        lines = []
+        for result, agreement, effect in zip(self.results, self.agreements, self.effects, strict=True):
+            if agreement is None or effect is None:
+                lines.append(
+                    f"{result.name}: no task has two known outcomes that differ, so the expected effect "
+                    "is unknown; add solutions (--rollouts) whose real outcomes differ"
+                )
+                continue
+            accuracy = agreement.pairwise_accuracy
+            ordered = f"pairwise accuracy {accuracy:.0%}; " if accuracy is not None else ""
+            lines.append(f"{result.name} (OD-calibrated): {ordered}{effect.summary()}")
+        if self.results and not self.cases_by_source.get("rollout"):
+            lines.append(
+                "note: measured on the reference population, not on a policy's own rollouts; pass "
+                "--rollouts with samples of the policy you will train for the number that applies"
+            )
+        return lines
 
 
 class SandboxExecutor:
@@ -496,10 +541,46 @@ def run_fidelity(args: FidelityArgs) -> FidelityReport:
     table = write_table(results, files["table"], files["csv"])
     plot_reliability(results, files["reliability"])
     plot_calibration(results, files["calibration"], seed=args.seed)
+    agreements = tuple(
+        within_group_agreement(result.competition_ids, result.calibrated, result.real) for result in results
+    )
+    effects = tuple(_expected_effect(agreement, args.anchor_fraction) for agreement in agreements)
+    files["expected_effect"] = _write_effects(results, agreements, effects, output / "expected_effect.json")
     sources: dict[str, int] = {}
     for case in cases:
         sources[case.source] = sources.get(case.source, 0) + 1
-    return FidelityReport(tuple(results), execution, sources, table, files)
+    return FidelityReport(tuple(results), execution, sources, table, files, agreements, effects)
+
+
+def _expected_effect(agreement: WithinGroupAgreement | None, anchor_fraction: float) -> ExpectedEffect | None:
+    if agreement is None:
+        return None
+    return ExpectedEffect(
+        correlation=agreement.correlation,
+        anchor_fraction=anchor_fraction,
+        correlation_se=agreement.correlation_se,
+        n_groups=agreement.n_groups,
+    )
+
+
+def _write_effects(
+    results: Sequence[FidelityResult],
+    agreements: Sequence[WithinGroupAgreement | None],
+    effects: Sequence[ExpectedEffect | None],
+    path: Path,
+) -> Path:
+    """Write ``expected_effect.json``: each world model's agreement and expected effect (null: unknown)."""
+    entries = {
+        result.name: {
+            "agreement": dataclasses.asdict(agreement) if agreement is not None else None,
+            "expected_effect": effect.as_dict(prefix="") if effect is not None else None,
+            "summary": effect.summary() if effect is not None else None,
+        }
+        for result, agreement, effect in zip(results, agreements, effects, strict=True)
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 _ARGUMENT_HELP = {
@@ -531,6 +612,10 @@ _ARGUMENT_HELP = {
     "llm_base_url": "OpenAI-compatible server for llm-http, e.g. http://127.0.0.1:8000/v1",
     "batch_size": "queries per predict call",
     "seed": "seed of the calibration split and of subsets",
+    "anchor_fraction": (
+        "share of groups a training run executes for real; the expected effect is stated at it "
+        "(default: wmrl train's)"
+    ),
 }
 
 
@@ -577,9 +662,9 @@ def parse_args(argv: Sequence[str] | None = None) -> FidelityArgs:
         elif name in ("llm_model", "llm_base_url", "split", "sandbox", "embeddings"):
             values[name] = text
         elif isinstance(default, int) or name == "llm_max_new_tokens":
-            values[name] = int(text)
+            values[name] = _number(name, text, int, default)
         elif isinstance(default, float):
-            values[name] = float(text)
+            values[name] = _number(name, text, float, default)
     return FidelityArgs(
         **values,  # type: ignore[arg-type]
         references=not namespace["no_references"],
@@ -588,10 +673,24 @@ def parse_args(argv: Sequence[str] | None = None) -> FidelityArgs:
     )
 
 
+def _number(name: str, text: str, kind: type[int] | type[float], default: object) -> int | float:
+    """``text`` as ``kind``, or a ConfigError naming the option (never a bare ValueError traceback)."""
+    try:
+        return kind(text)
+    except ValueError as exc:
+        option = "--" + name.replace("_", "-")
+        wanted = "an integer" if kind is int else "a number"
+        example = f" such as the default, {default}" if default is not None else ""
+        raise ConfigError(f"{option} {text!r} is not {wanted}; pass {wanted}{example}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``wmrl fidelity``: run the harness, print the table and where the plots went."""
+    """``wmrl fidelity``: run the harness, print the table, the expected effects and where files went."""
     report = run_fidelity(parse_args(argv))
     print(report.table)
+    for line in report.effect_lines():
+        print(line)
+    print()
     for role, path in report.files.items():
         print(f"{role}: {path}")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from wmrl_algos.errors import ConfigError, DataError, WorldModelError
-from wmrl_envs.fidelity import cross_fitted_calibration
+from wmrl_envs.fidelity import cross_fitted_calibration, within_group_agreement
 from wmrl_envs.kaggle.fidelity import (
     ExecutionCache,
     FidelityCase,
@@ -397,3 +398,175 @@ def test_status_is_read_from_an_llm_style_outcome_when_info_has_no_status() -> N
         corpus, [RealRecord("runtime_error", 0.1), RealRecord("no_submission", 0.2)], llm_style
     )
     assert metrics.status_coverage == 1.0 and metrics.status_accuracy == 0.5
+
+
+def test_within_group_agreement_is_the_pearson_of_grpo_standardised_rewards_not_of_raw_ones() -> None:
+    rng = np.random.default_rng(0)
+    real = rng.standard_normal((5, 8))
+    predicted = 0.6 * real + 0.8 * rng.standard_normal((5, 8))
+    scale = np.arange(1, 6)[:, None] * 10.0  # groups on very different scales and offsets
+    groups = [str(group) for group in range(5) for _ in range(8)]
+    agreement = within_group_agreement(
+        groups, list((predicted * scale + scale).ravel()), list((real - scale).ravel())
+    )
+    per_group = [np.corrcoef(predicted[group], real[group])[0, 1] for group in range(5)]
+    assert agreement is not None and agreement.n_groups == 5 and agreement.n_pairs == 40
+    assert agreement.correlation == pytest.approx(np.mean(per_group))
+    pooled_raw = np.corrcoef((predicted * scale + scale).ravel(), (real - scale).ravel())[0, 1]
+    assert abs(pooled_raw - agreement.correlation) > 0.2
+
+
+def test_a_group_where_only_the_model_varies_counts_against_it_as_in_the_gradient() -> None:
+    varied = within_group_agreement(["a"] * 3, [0.1, 0.5, 0.9], [0.0, 0.5, 1.0])
+    diluted = within_group_agreement(
+        ["a"] * 3 + ["b"] * 3, [0.1, 0.5, 0.9] * 2, [0.0, 0.5, 1.0, 0.2, 0.2, 0.2]
+    )
+    assert varied is not None and diluted is not None
+    assert varied.correlation == pytest.approx(1.0) and diluted.correlation == pytest.approx(1 / math.sqrt(2))
+    assert diluted.pairwise_accuracy == 1.0  # the constant group has no ordered pair to get wrong
+    flat = within_group_agreement(["a"] * 3 + ["b"] * 3, [0.5] * 6, [0.0, 0.5, 1.0, 1.0, 0.5, 0.0])
+    assert flat is not None and flat.correlation == 0.0 and flat.pairwise_accuracy == 0.5
+    assert within_group_agreement(["a"] * 3, [0.1, 0.5, 0.9], [0.3] * 3) is None
+
+
+def test_unknown_or_nan_rewards_are_left_out_of_the_agreement_not_zeroed() -> None:
+    agreement = within_group_agreement(["a"] * 5, [0.1, None, 0.5, 0.9, math.nan], [0.0, 1.0, 0.5, 1.0, 0.0])
+    assert agreement is not None and agreement.n_pairs == 3 and agreement.correlation == pytest.approx(1.0)
+    assert agreement.pairwise_accuracy == 1.0 and agreement.correlation_se is None  # one group: no s.e.
+
+
+def test_the_jackknife_standard_error_matches_the_spread_over_repeated_corpora() -> None:
+    rng = np.random.default_rng(1)
+    groups = [str(group) for group in range(30) for _ in range(6)]
+    correlations, errors = [], []
+    for _ in range(150):
+        real = rng.standard_normal(180)
+        predicted = 0.6 * real + 0.8 * rng.standard_normal(180)
+        agreement = within_group_agreement(groups, list(predicted), list(real))
+        assert agreement is not None and agreement.correlation_se is not None
+        correlations.append(agreement.correlation)
+        errors.append(agreement.correlation_se)
+    assert np.mean(errors) == pytest.approx(np.std(correlations), rel=0.2)
+
+
+def _cached_rollouts(tmp_path: Path, real_of_rank: dict[int, float]) -> tuple[Path, Path]:
+    """Reference codes of three competitions as rollouts, with their real outcomes already in a cache.
+
+    The cache stands in for an earlier run's real executions (their execution and grading are tested
+    above, in the integration tests): the test is about what the CLI reports, and a real run of 15
+    solutions would take minutes. ``real_of_rank`` gives each solution's real reward by its rank in
+    the rubric's prediction, so the agreement is set by the test.
+    """
+    import json
+
+    from wmrl_adapters.fidelity_cli import rollout_cases
+
+    from wmrl_envs.kaggle.references import reference_solutions
+    from wmrl_envs.kaggle.suite import load_suite
+
+    names = ("sample_submission", "linear_two_columns", "knn_unscaled", "random_forest", "stacking")
+    suite = load_suite(progress=False)
+    competitions = suite.ids()[:3]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    rollouts = tmp_path / "rollouts.jsonl"
+    lines = [
+        json.dumps({"competition": competition, "solution": solution.code, "label": solution.name})
+        for competition in competitions
+        for solution in reference_solutions(suite.get(competition, with_leaderboard=False))
+        if solution.name in names
+    ]
+    rollouts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cases = rollout_cases(suite, rollouts)
+    predicted = [
+        prediction.reward for prediction in RubricWorldModel().predict([case.query() for case in cases])
+    ]
+    cache = ExecutionCache(tmp_path / "executions.jsonl")
+    for start in range(0, len(cases), len(names)):
+        group = range(start, start + len(names))
+        for rank, index in enumerate(sorted(group, key=lambda index: predicted[index])):
+            reward = real_of_rank[rank] + 0.01 * start
+            cache.put(
+                cases[index].key, RealRecord(status="valid", reward=reward, position=reward, wall_s=1.0)
+            )
+    return rollouts, tmp_path / "executions.jsonl"
+
+
+def _fidelity_cli(tmp_path: Path, rollouts: Path, cache: Path, *extra: str) -> None:
+    from wmrl_adapters.fidelity_cli import main
+
+    argv = ["--world-models", "rubric", "--no-references", "--rollouts", str(rollouts), "--cache", str(cache)]
+    argv += ["--sandbox", "unsafe", "--output-dir", str(tmp_path / "out"), "--quiet", *extra]
+    assert main(argv) == 0
+
+
+def test_the_cli_turns_the_measured_agreement_into_the_expected_effect(tmp_path: Path, capsys) -> None:
+    import json
+
+    rollouts, cache = _cached_rollouts(tmp_path, {0: 0.1, 1: 0.3, 2: 0.4, 3: 0.7, 4: 0.9})
+    _fidelity_cli(tmp_path, rollouts, cache, "--anchor-fraction", "0.25")
+    [line] = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("rubric (OD-calibrated)")
+    ]
+    saved = json.loads((tmp_path / "out" / "expected_effect.json").read_text(encoding="utf-8"))["rubric"]
+    effect, agreement = saved["expected_effect"], saved["agreement"]
+    assert agreement["n_groups"] == 3 and agreement["n_pairs"] == 15 and agreement["correlation"] > 0.5
+    assert (
+        effect["anchor_fraction"] == 0.25 and effect["variance_ratio"] < 1.0 and effect["verdict"] == "gain"
+    )
+    assert f"within-group r = {agreement['correlation']:.2f}" in line and "on 3 groups" in line
+    assert f"variance is {100 * effect['variance_ratio']:.0f} %" in line and "at 1 anchor group in 4" in line
+    assert "fewer executions to the same score than GRPO on the anchors alone" in line
+    assert line.endswith("(variance-limited regime)") and saved["summary"] in line
+
+
+def test_a_useless_or_unmeasurable_world_model_is_told_plainly_and_a_reference_corpus_is_flagged() -> None:
+    from wmrl_adapters.fidelity_cli import FidelityReport
+
+    from wmrl_algos.power import ExpectedEffect
+    from wmrl_envs.kaggle.fidelity import ExecutionStats
+
+    corpus = cases_of(["a", "b", "c"], per_task=4)
+    varied = records([0.1, 0.4, 0.6, 0.9] * 3)
+    constant = records([0.5] * 12)
+    results = [
+        evaluate_world_model(RubricWorldModel(), corpus, real, progress=False) for real in (varied, constant)
+    ]
+    agreements = [within_group_agreement(r.competition_ids, r.calibrated, r.real) for r in results]
+    assert (
+        agreements[0] is not None and agreements[0].correlation == 0.0
+    )  # the rubric cannot tell x = 0 from x = 3
+    assert agreements[1] is None
+    effect = ExpectedEffect(
+        correlation=agreements[0].correlation,
+        anchor_fraction=0.125,
+        correlation_se=agreements[0].correlation_se,
+    )
+    report = FidelityReport(
+        results=tuple(results),
+        execution=ExecutionStats(n_cases=12, n_executed=0, n_cached=12, execution_s=0.0),
+        cases_by_source={"reference": 12},
+        table="",
+        agreements=tuple(agreements),
+        effects=(effect, None),
+    )
+    useless, unknown, note = report.effect_lines()
+    assert "will not help" in useless and "falls back to GRPO on the anchors alone" in useless
+    assert "expected effect is unknown" in unknown and "--rollouts" in unknown
+    assert note.startswith("note: measured on the reference population")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [("0", "anchor_fraction=0.0 is outside"), ("a lot", "'a lot' is not a number")]
+)
+def test_a_bad_anchor_fraction_is_rejected_with_the_value_and_the_fix(text: str, message: str) -> None:
+    from wmrl_adapters.fidelity_cli import parse_args
+
+    with pytest.raises(ConfigError, match=message):
+        parse_args(["--anchor-fraction", text])
+
+
+def test_the_expected_effect_is_stated_at_wmrl_trains_anchor_fraction_by_default() -> None:
+    from wmrl_adapters.fidelity_cli import parse_args
+    from wmrl_adapters.train.config import TrainConfig
+
+    assert parse_args([]).anchor_fraction == TrainConfig().anchor_fraction

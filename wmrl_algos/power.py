@@ -50,7 +50,7 @@ from typing import Literal
 
 from wmrl_algos.errors import ConfigError
 
-__all__ = ["NEGLIGIBLE_GAIN", "Verdict", "ExpectedEffect", "variance_ratio"]
+__all__ = ["NEGLIGIBLE_GAIN", "Verdict", "ExpectedEffect", "check_anchor_fraction", "variance_ratio"]
 
 NEGLIGIBLE_GAIN = 0.05
 """A predicted saving below this share of the executions is reported as no real help."""
@@ -77,7 +77,7 @@ def variance_ratio(correlation: float, anchor_fraction: float) -> float:
     (1.0, 0.125, 1.0)
     """
     rho = _correlation(correlation)
-    fraction = _anchor_fraction(anchor_fraction)
+    fraction = check_anchor_fraction(anchor_fraction)
     return 1.0 - max(rho, 0.0) ** 2 * (1.0 - fraction)
 
 
@@ -113,7 +113,7 @@ class ExpectedEffect:
 
     def __post_init__(self) -> None:
         _correlation(self.correlation)
-        _anchor_fraction(self.anchor_fraction)
+        check_anchor_fraction(self.anchor_fraction)
         if self.correlation_se is not None:
             se = _number("correlation_se", self.correlation_se)
             if not se >= 0.0:
@@ -247,6 +247,21 @@ class ExpectedEffect:
         return line + " (variance-limited regime)"
 
 
+def check_anchor_fraction(value: float) -> float:
+    """``value`` as a float when it is a share of groups executed for real, in (0, 1].
+
+    Raises:
+        ConfigError: not a number, NaN, or outside (0, 1] (the message quotes it and gives an example).
+    """
+    fraction = _number("anchor_fraction", value)
+    if not 0.0 < fraction <= 1.0:
+        raise ConfigError(
+            f"anchor_fraction={value!r} is outside (0, 1]; pass the share of groups executed for real, "
+            "e.g. 0.125 for one anchor group in 8"
+        )
+    return fraction
+
+
 def _number(name: str, value: float) -> float:
     try:
         number = float(value)
@@ -265,16 +280,6 @@ def _correlation(value: float) -> float:
             "standardised real and predicted rewards"
         )
     return rho
-
-
-def _anchor_fraction(value: float) -> float:
-    fraction = _number("anchor_fraction", value)
-    if not 0.0 < fraction <= 1.0:
-        raise ConfigError(
-            f"anchor_fraction={value!r} is outside (0, 1]; pass the share of groups executed for real, "
-            "e.g. 0.125 for one anchor group in 8"
-        )
-    return fraction
 
 
 def _percent(ratio: float) -> str:

@@ -9,6 +9,11 @@ other half) and :func:`prequential_calibration` (each task through the map fitte
 it, as training runs it). The first argument is named ``competition_ids`` for compatibility; any
 track's task ids fit.
 
+:func:`within_group_agreement` measures the one number that says what a world model is worth to the
+gradient: the correlation of real and predicted rewards after GRPO's own within-group
+standardisation, with a jackknife standard error over groups, and the within-group pairwise accuracy.
+:class:`~wmrl_algos.power.ExpectedEffect` turns it into the expected variance and execution savings.
+
 The Kaggle harness that used to live here (executing solutions, predicting them, the metrics table
 and plots) is in :mod:`wmrl_envs.kaggle.fidelity`. Its names still resolve from this module, with a
 :class:`DeprecationWarning` naming the new path, until the shims go (see :mod:`wmrl_envs._moved`);
@@ -17,8 +22,10 @@ they are imported only when asked for, so importing this module imports nothing 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,7 +34,12 @@ from wmrl_algos.debias import OnlineDebiaser
 from wmrl_algos.errors import ConfigError
 from wmrl_envs._moved import reexport
 
-__all__ = ["cross_fitted_calibration", "prequential_calibration"]
+__all__ = [
+    "WithinGroupAgreement",
+    "cross_fitted_calibration",
+    "prequential_calibration",
+    "within_group_agreement",
+]
 
 _KAGGLE_HARNESS = "wmrl_envs.kaggle.fidelity"
 _MOVED_TO_KAGGLE = frozenset(
@@ -140,6 +152,119 @@ def prequential_calibration(
             calibrated[index] = value
         debiaser.push([predicted[index] for index in indices], [real[index] for index in indices])
     return calibrated
+
+
+@dataclass(frozen=True)
+class WithinGroupAgreement:
+    """How well predicted rewards order and scale the real ones within groups, as GRPO sees them.
+
+    Attributes:
+        correlation: Pearson correlation of the within-group standardised real and predicted rewards,
+            pooled over groups (Σ z_real z_pred / √(Σ z_real² Σ z_pred²)); a side that is constant in a
+            group has advantage 0 there, as in GRPO, so a model constant in every group scores 0 (its
+            advantages carry nothing). This is ρ of :class:`~wmrl_algos.power.ExpectedEffect`.
+        correlation_se: jackknife standard error over groups (groups are the independent units);
+            ``None`` with fewer than two groups or when leaving one out leaves nothing to correlate.
+        pairwise_accuracy: share of within-group pairs with different real rewards that the prediction
+            orders the same way (a tie in the prediction counts a half); ``None`` without such pairs.
+        n_groups: groups that entered (two known pairs or more, not constant on both sides).
+        n_pairs: (predicted, real) pairs in those groups.
+    """
+
+    correlation: float
+    correlation_se: float | None
+    pairwise_accuracy: float | None
+    n_groups: int
+    n_pairs: int
+
+
+def within_group_agreement(
+    group_ids: Sequence[str],
+    predicted: Sequence[float | None],
+    real: Sequence[float | None],
+) -> WithinGroupAgreement | None:
+    """The within-group agreement of predicted and real rewards (a pair with a side unknown is left out).
+
+    Args:
+        group_ids: the group of each pair (a task: GRPO compares rollouts of one prompt).
+        predicted: the world model's reward per pair (``None`` or NaN: it could not say).
+        real: the real reward per pair (``None`` or NaN: unknown).
+
+    Returns:
+        The agreement, or ``None`` when the real rewards are constant in every group with two known
+        pairs (GRPO has no signal there, so there is nothing to agree with).
+
+    Raises:
+        ConfigError: the three sequences differ in length.
+
+    >>> agreement = within_group_agreement(["a"] * 3 + ["b"] * 3, [1, 2, 3, 3, 2, 1], [0, 1, 2, 0, 1, 2])
+    >>> agreement.correlation, agreement.pairwise_accuracy, agreement.n_groups
+    (0.0, 0.5, 2)
+    """
+    _require_one_each(group_ids, predicted, real)
+    by_group: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for group, p, r in zip(group_ids, predicted, real, strict=True):
+        if p is not None and r is not None and math.isfinite(p) and math.isfinite(r):
+            by_group[group].append((float(p), float(r)))
+    sums: list[tuple[float, float, float]] = []
+    concordant, ordered, n_pairs = 0.0, 0, 0
+    for pairs in by_group.values():
+        values = np.asarray(pairs)
+        if len(values) < 2 or (np.ptp(values[:, 0]) == 0 and np.ptp(values[:, 1]) == 0):
+            continue
+        z_predicted, z_real = _standardised(values[:, 0]), _standardised(values[:, 1])
+        sums.append((float(z_real @ z_predicted), float(z_real @ z_real), float(z_predicted @ z_predicted)))
+        n_pairs += len(values)
+        real_order = np.sign(values[:, 1][:, None] - values[:, 1][None, :])
+        predicted_order = np.sign(values[:, 0][:, None] - values[:, 0][None, :])
+        upper = np.triu(real_order != 0, k=1)
+        ordered += int(upper.sum())
+        concordant += float((real_order == predicted_order)[upper].sum()) + 0.5 * float(
+            (predicted_order == 0)[upper].sum()
+        )
+    correlation = _pooled_correlation(sums)
+    if correlation is None:
+        return None
+    return WithinGroupAgreement(
+        correlation=correlation,
+        correlation_se=_jackknife_se(sums),
+        pairwise_accuracy=concordant / ordered if ordered else None,
+        n_groups=len(sums),
+        n_pairs=n_pairs,
+    )
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    """GRPO's within-group advantage: (x − mean) / std, and 0 for a constant group.
+
+    Constant means equal values (``ptp == 0``), not ``std == 0``: the mean of equal floats can be off
+    by one ulp, and dividing that residue by its own tiny std would make noise of unit size.
+    """
+    if np.ptp(values) == 0:
+        return np.zeros_like(values)
+    centred = values - values.mean()
+    return centred / float(values.std())
+
+
+def _pooled_correlation(sums: Sequence[tuple[float, float, float]]) -> float | None:
+    """Σ z_real z_pred / √(Σ z_real² Σ z_pred²): 0 for a model constant in every group, None if reality is."""
+    cross, real_square, predicted_square = np.asarray(sums, dtype=float).reshape(-1, 3).sum(axis=0)
+    if real_square <= 0:
+        return None
+    if predicted_square <= 0:
+        return 0.0
+    return float(np.clip(cross / np.sqrt(real_square * predicted_square), -1.0, 1.0))
+
+
+def _jackknife_se(sums: Sequence[tuple[float, float, float]]) -> float | None:
+    """Leave-one-group-out standard error of the pooled correlation."""
+    if len(sums) < 2:
+        return None
+    left_out = [_pooled_correlation([*sums[:index], *sums[index + 1 :]]) for index in range(len(sums))]
+    if any(value is None for value in left_out):
+        return None
+    estimates = np.array(left_out, dtype=float)
+    return float(np.sqrt((len(sums) - 1) / len(sums) * np.sum((estimates - estimates.mean()) ** 2)))
 
 
 def _require_one_each(
