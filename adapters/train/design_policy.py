@@ -104,6 +104,7 @@ class DesignPolicy(nn.Module):
             nn.init.zeros_(head.weight)
             nn.init.zeros_(head.bias)
         self.generator = torch.Generator().manual_seed(seed)
+        self._first_turn_cache: dict[str, np.ndarray] = {}
 
     def _competition(self, task_id: str) -> Competition:
         if self.competitions is None:
@@ -218,6 +219,56 @@ class DesignPolicy(nn.Module):
             mask_out.append(torch.cat([keep, keep.new_zeros(pad)]))
         out, mask = torch.stack(rows_out), torch.stack(mask_out)
         return out, mask
+
+    def _first_turn_inputs(self, task_id: str) -> np.ndarray:
+        """The turn-0 input row of ``task_id`` (public task features only), computed once per task."""
+        if task_id not in self._first_turn_cache:
+            self._first_turn_cache[task_id] = self._inputs(self._competition(task_id), 0, None, None)
+        return self._first_turn_cache[task_id]
+
+    def design_logprobs(self, task_ids: Sequence[str], designs: Sequence[Design]) -> torch.Tensor:
+        """First-turn log-probs of the policy restricted to an explicit list of designs, per task.
+
+        The restriction is the policy conditioned on its design being one of ``designs``: each design's
+        joint log-prob (the sum over every decision of :data:`DECISIONS`) renormalised over the list, so
+        each row is a categorical distribution over exactly these designs. A benchmark over a tabulated
+        design space samples from it and evaluates it exactly (``sum_d pi(d | task) * value(d, task)``).
+
+        Args:
+            task_ids: the competitions, one row each (looked up as in :meth:`act`).
+            designs: the designs, distinct, in the order of the columns.
+
+        Returns:
+            ``(len(task_ids), len(designs))`` log-probs with gradient; ``exp`` of a row sums to 1.
+
+        Raises:
+            ConfigError: no tasks, no designs, or a design listed twice (it would count twice).
+
+        Example:
+            >>> from wmrl_envs.kaggle.design import Design
+            >>> policy = DesignPolicy(seed=0)
+            >>> policy.design_logprobs([], [Design()])
+            Traceback (most recent call last):
+            ...
+            wmrl_algos.errors.ConfigError: design_logprobs() got no task ids; pass at least one competition id
+        """
+        if not task_ids:
+            raise ConfigError("design_logprobs() got no task ids; pass at least one competition id")
+        if not designs:
+            raise ConfigError("design_logprobs() got no designs; pass the list to restrict the policy to")
+        if len(set(designs)) != len(designs):
+            repeated = sorted({design.short() for design in designs if list(designs).count(design) > 1})
+            raise ConfigError(
+                f"designs {repeated} are listed more than once; pass each design once, or its probability "
+                "would be counted twice"
+            )
+        rows = np.stack([self._first_turn_inputs(str(task)) for task in task_ids])
+        logits = self._logits(rows)
+        chosen = torch.as_tensor([design.indices() for design in designs], dtype=torch.long)
+        joint = sum(
+            torch.log_softmax(head_logits, dim=-1)[:, chosen[:, d]] for d, head_logits in enumerate(logits)
+        )
+        return torch.log_softmax(joint, dim=-1)
 
     def entropy(self, trajectories: Sequence[Trajectory]) -> float:
         """Mean entropy (nats) of the relevant decisions at the states the trajectories visited."""
