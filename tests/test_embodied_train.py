@@ -20,12 +20,14 @@ import pytest
 import torch
 from _helpers import embodied_marks
 from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied import EmbodiedTrainer, EpisodeJob, EpisodeRunner
+from wmrl_adapters.train.embodied import EmbodiedTrainer, RolloutPolicy
 from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
 from wmrl_adapters.train.rundir import learning_metrics, read_metrics
 from wmrl_adapters.train.state_io import load_state
 
-from wmrl_envs.embodied import RobosuiteEnv
+from wmrl_envs.embodied import ProgressWorldModel, RobosuiteEnv, SimStateProgressScorer
+from wmrl_envs.embodied.outcomes import EpisodeOutcomes, episode_outcome
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 
 pytestmark = embodied_marks()
 
@@ -48,24 +50,89 @@ class _Killer:
 
 
 def test_a_nan_action_is_a_real_failure_and_a_killed_worker_an_unknown_outcome():
-    env = RobosuiteEnv("Lift", cameras=())
-    runner = EpisodeRunner(lambda: env, workers=1, horizon=6)
+    """The trainer's rollout machinery (GroupedRollout, score mode, episode scoring) on the simulator."""
+    lift = RobosuiteEnv("Lift", cameras=())
+    config = RolloutConfig(
+        group_size=2, mode="score", scoring="episode", max_turns=6, max_envs=1, check_actions=False
+    )
     policy = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, seed=0)
+    broken = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, seed=0)
+    with torch.no_grad():
+        broken.net[-1].bias.fill_(float("nan"))
+    scorer = ProgressWorldModel(SimStateProgressScorer())
+    with GroupedRollout(lambda: EpisodeOutcomes(lift), scorer, config) as rollout:
+        [nan_group] = rollout.run(
+            [RolloutTask("lift", seed=0)], RolloutPolicy(broken, _index), anchors=[True]
+        )
+        [crash_group] = rollout.run(
+            [RolloutTask("lift", seed=0)], RolloutPolicy(_Killer(lift, policy), _index), anchors=[True]
+        )
+    assert [episode_outcome(t.infos[-1]) for t in nan_group.trajectories] == ["policy_error"] * 2
+    assert nan_group.real == (0.0, 0.0), "the policy caused it: a real failure"
+    crashed, after = crash_group.trajectories
+    assert [episode_outcome(t.infos[-1]) for t in (crashed, after)] == ["worker_crash", "failure"]
+    assert crash_group.real == (None, 0.0), "excluded, never 0"
+    assert crash_group.predicted[0] is None and crash_group.predicted[1] is not None, "and not scored"
+    assert len(crashed.actions) == 3 and len(after.actions) == 6  # the next reset restarts the worker
+
+
+def _index(group: int, index: int) -> int:
+    return index
+
+
+class _Recording(gym.Wrapper):
+    """Records every reset (seed, options) and every (observation, action) the env is given."""
+
+    def __init__(self, env) -> None:
+        super().__init__(env)
+        self.resets: list[tuple[int, dict]] = []
+        self.moves: list[tuple[dict, np.ndarray]] = []
+
+    def reset(self, *, seed=None, options=None):
+        self.resets.append((seed, dict(options or {})))
+        self._obs, info = self.env.reset(seed=seed, options=options)
+        return self._obs, info
+
+    def step(self, action):
+        self.moves.append((self._obs, np.array(action)))
+        self._obs, *rest = self.env.step(action)
+        return (self._obs, *rest)
+
+
+@pytest.mark.slow
+def test_the_evaluation_plays_the_policys_mean_action_from_states_every_run_shares(tmp_path):
+    made: dict[str, list[_Recording]] = {"a": [], "b": []}
+
+    def trainer(name: str, **changes) -> EmbodiedTrainer:
+        def make() -> _Recording:
+            made[name].append(_Recording(RobosuiteEnv("Lift", cameras=(), object_states=True)))
+            return made[name][-1]
+
+        config = EmbodiedConfig(**{**TINY, "eval_samples": 3, "workers": 2, **changes})
+        return EmbodiedTrainer(config, tmp_path / name, make_env=make)
+
+    first, other = trainer("a", algo="wmrl"), trainer("b", algo="grpo", seed=7, init_std=1.0)
     try:
-        broken = GaussianMLPPolicy({"proprio": 9, "object_state": 10}, seed=0)
-        with torch.no_grad():
-            broken.net[-1].bias.fill_(float("nan"))
-        nan_episode = runner.episode(env, EpisodeJob(0, {}, 1), broken)
-        assert nan_episode.outcome == "policy_error"
-        assert nan_episode.success == 0.0  # the policy caused it: a real failure
-        crashed = runner.episode(env, EpisodeJob(0, {}, 1), _Killer(env, policy))
-        assert crashed.outcome == "worker_crash"
-        assert crashed.success is None  # excluded, never 0
-        assert len(crashed.actions) == 3
-        after = runner.episode(env, EpisodeJob(0, {}, 1), policy)  # reset restarts the worker
-        assert after.outcome == "failure" and len(after.actions) == 6
+        results = [subject.evaluate_metrics() for subject in (first, other)]
+        repeated = first.evaluate_metrics()
     finally:
-        env.close()
+        first.close(), other.close()
+    for result in results:
+        assert result["eval/episodes"] + result["eval/unknown"] == 3
+    assert {k: v for k, v in repeated.items() if k.startswith("eval/")} == {
+        k: v for k, v in results[0].items() if k.startswith("eval/")
+    }, "deterministic"
+    seeds = [seed for seed, _ in first.eval_starts()]
+    starts = {name: sorted(seed for env in envs for seed, _ in env.resets) for name, envs in made.items()}
+    assert starts == {"a": sorted(2 * seeds), "b": seeds}, "every state once per evaluation"
+    assert first.eval_starts() == other.eval_starts(), "paired: the same states for every run and method"
+    for subject, envs in ((first, made["a"]), (other, made["b"])):
+        moves = [move for env in envs for move in env.moves]
+        assert moves
+        with torch.no_grad():
+            for obs, action in moves:
+                mean = subject.policy.distribution([obs]).base_dist.mean[0].numpy()
+                assert np.array_equal(action, mean.astype(np.float32)), "the mean action, no noise"
 
 
 @pytest.mark.slow
@@ -83,6 +150,20 @@ def test_each_algorithm_runs_the_episodes_and_uses_the_success_labels_it_claims(
     assert "diag/scorer_auroc" in final or final["diag/sim_success_rate"] in (0.0, 1.0)
     assert (tmp_path / algo / "checkpoint.pt").is_file()
     assert (tmp_path / algo / "plots" / "training.png").is_file()
+
+
+@pytest.mark.slow
+def test_a_run_learns_the_same_with_one_simulator_worker_as_with_two(tmp_path):
+    """Each episode has its own reset seed and noise generator, and the policy acts one observation at
+    a time, so running episodes side by side changes nothing a run learns."""
+    lines = {}
+    for workers in (1, 2):
+        config = EmbodiedConfig(algo="wmrl", **{**TINY, "workers": workers, "init_std": 1.0})
+        EmbodiedTrainer(config, tmp_path / str(workers)).run()
+        lines[workers] = [
+            learning_metrics(line) for line in read_metrics(tmp_path / str(workers) / "metrics.jsonl")
+        ]
+    assert lines[1] == lines[2]
 
 
 class _InterruptOnce(gym.Wrapper):

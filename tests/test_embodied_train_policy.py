@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied import EmbodiedTrainer, Episode, EpisodeJob
+from wmrl_adapters.train.embodied import LIBERO_INIT_STATES, EmbodiedTrainer
 from wmrl_adapters.train.embodied_policy import (
     ActionDistributionPolicy,
     GaussianMLPPolicy,
@@ -72,13 +74,37 @@ def test_policy_specs_are_validated_and_a_lerobot_policy_without_lerobot_names_t
             build_embodied_policy("lerobot:/nowhere", {"proprio": 9}, seed=0, init_std=0.1)
 
 
-def test_an_episode_that_crashed_is_unknown_and_one_the_policy_broke_is_a_failure():
-    job = EpisodeJob(0, {}, 1)
-    assert Episode(job, outcome="worker_crash").success is None
-    assert Episode(job, outcome="sim_error").success is None
-    assert Episode(job, outcome="policy_error").success == 0.0
-    assert Episode(job, outcome="success").success == 1.0
-    assert not Episode(job, actions=[np.full(7, np.nan)]).finite
+class _LiberoLayout(gym.Env[dict[str, Any], np.ndarray]):
+    """LIBERO's observation layout and task count, without its simulator: the evaluation's list of
+    states is bookkeeping, checked on every machine (tests/test_embodied_train.py runs the real one)."""
+
+    n_tasks = 10
+    observation_space = gym.spaces.Dict(
+        {
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (9,), np.float64),
+            "object_state": gym.spaces.Box(-np.inf, np.inf, (70,), np.float64),
+        }
+    )
+    action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
+
+
+@pytest.mark.parametrize(("eval_samples", "per_task"), [(3, 3), (80, LIBERO_INIT_STATES)])
+def test_libero_is_evaluated_on_each_tasks_fixed_initial_states_the_same_for_every_run(
+    tmp_path, eval_samples, per_task
+):
+    def starts(**changes):
+        config = EmbodiedConfig(
+            env="libero:libero_object/0,3", eval_samples=eval_samples, progress=False, **changes
+        )
+        trainer = EmbodiedTrainer(
+            config, tmp_path / str(len(list(tmp_path.iterdir()))), make_env=_LiberoLayout
+        )
+        return trainer.eval_starts()
+
+    first = starts()
+    pairs = [(options["task_id"], options["init_index"]) for _, options in first]
+    assert sorted(pairs) == [(task, i) for task in (0, 3) for i in range(per_task)], "each state once"
+    assert starts(seed=5, algo="grpo", init_std=1.0) == first, "paired across seeds and methods"
 
 
 @pytest.mark.parametrize(

@@ -8,24 +8,32 @@ atomic checkpoints (policy, optimiser, :class:`~wmrl_algos.loop.CorrectionLoop` 
 RNG states), ``--resume``, plots and summary. The correction (OD + IVD) and the clipped GRPO loss are
 ``wmrl_algos``' own, configured by :func:`~wmrl_adapters.train.settings.correction_config`.
 
-A training step:
+A training step (:meth:`RunTrainer.train_step`; this trainer supplies its hooks):
 
 1. draw ``groups`` initial states (seeded by ``(seed, step)``): every member of a group resets to the
-   same state and differs only by its action noise (its own sampling seed), so the group mean is a
-   baseline;
+   same state (:attr:`RolloutTask.seed`) and differs only by its action noise (its own sampling seed,
+   :class:`RolloutPolicy`), so the group mean is a baseline;
 2. plan the anchor groups (:meth:`CorrectionLoop.plan`); ``anchors`` rolls out only those;
-3. run every episode in the simulator (``workers`` simulator processes in parallel threads), up to
-   ``horizon`` steps or success; score each with the progress world model (``potential`` collapse);
+3. run every episode in the simulator through :class:`~wmrl_envs.rollouts.GroupedRollout` with
+   ``mode="score", scoring="episode"`` (``workers`` simulator envs, episodes in parallel), up to
+   ``horizon`` steps or success; the progress world model scores each finished episode (``potential``
+   collapse), as it would any user's env; the cost ledger, the ``info`` keys and unknown scores are
+   the library's;
 4. the trusted score of an anchor episode is its success (1/0); :meth:`CorrectionLoop.correct` forms
    one advantage per episode (``grpo``: every group anchored; ``wm``: none, progress only; ``wmrl``:
    progress calibrated by isotonic Online Debiasing, anchor groups weighted by IVD);
 5. the clipped GRPO update on per-step log-probs, the episode's advantage broadcast over its steps.
 
-Bad input: an action the env rejects (NaN or infinite: ``InvalidAction``) ends the episode as a *real
-failure* (the policy caused it; counted in ``train/policy_errors``); a simulator worker that dies or a
-simulator error after a valid action (actions are clipped to the controller's range) gives an
-*unknown* outcome, ``None``, left out of every baseline and counted (``train/worker_crashes``,
-``train/sim_errors``), never 0.
+Bad input (:class:`~wmrl_envs.embodied.outcomes.EpisodeOutcomes`): an action the env rejects (NaN or
+infinite: ``InvalidAction``) ends the episode as a *real failure* (the policy caused it; counted in
+``train/policy_errors``); a simulator worker that dies or a simulator error after a valid action
+(actions are clipped to the controller's range) gives an *unknown* outcome, ``None``, neither labelled
+nor scored, left out of every baseline and counted (``train/worker_crashes``, ``train/sim_errors``),
+never 0.
+
+Evaluation (:meth:`EmbodiedTrainer.evaluate_metrics`) is deterministic and paired: the policy's mean
+action, from fixed initial states that every run and method shares (LIBERO: each task's fixed states),
+success with its standard error and the number of episodes.
 
 ``algo="sft"`` is the first stage: scripted demonstrations with privileged state
 (:mod:`wmrl_envs.embodied.demos`), behaviour cloning, an evaluation, ``policy.pt`` for ``--init``.
@@ -34,16 +42,14 @@ simulator error after a valid action (actions are clipped to the controller's ra
 from __future__ import annotations
 
 import concurrent.futures
-import threading
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.error import InvalidAction
 from wmrl_adapters.train.config import EmbodiedConfig
 from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
 from wmrl_adapters.train.rundir import RunTrainer, mean_known
@@ -54,17 +60,18 @@ from wmrl_algos.errors import ConfigError
 from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.embodied.fidelity import auroc
+from wmrl_envs.embodied.outcomes import EpisodeOutcomes, Outcome, episode_outcome, outcome_success
 from wmrl_envs.embodied.progress import ProgressWorldModel, SimStateProgressScorer
-from wmrl_envs.embodied.stack import SimulatorError
-from wmrl_envs.world_model import WorldModelQuery
+from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, TurnContext
 
-__all__ = ["EmbodiedTrainer", "Episode", "EpisodeJob", "EpisodeRunner", "POLICY_FILE", "make_embodied_env"]
+__all__ = ["EmbodiedTrainer", "LIBERO_INIT_STATES", "POLICY_FILE", "RolloutPolicy", "make_embodied_env"]
 
 POLICY_FILE = "policy.pt"
 EVAL_SEED = 1_000_000
-"""Evaluation episodes reset with ``EVAL_SEED + i`` and sample with the same seed: every run and method
-is evaluated on the same initial states with the same noise (common random numbers)."""
-_WORKER_FAILED = "the simulator worker failed"
+"""Evaluation episodes reset with ``EVAL_SEED + i`` (robosuite: the placement): every run and method is
+evaluated on the same initial states (paired)."""
+LIBERO_INIT_STATES = 50
+"""Fixed initial states of every LIBERO task (``reset(options={"init_index": i})``, ``i < 50``)."""
 
 
 def make_embodied_env(config: EmbodiedConfig) -> Any:
@@ -77,60 +84,9 @@ def make_embodied_env(config: EmbodiedConfig) -> Any:
     return LiberoEnv(config.name, cameras=cameras, object_states=True)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class EpisodeJob:
-    """One episode to run: where it starts and how its actions are sampled.
-
-    Attributes:
-        reset_seed: the reset seed (robosuite: the placement; LIBERO: with ``options``' init state).
-        options: reset options (``task_id``, ``init_index``).
-        sample_seed: seeds the action noise (``None``: the distribution's mean, no noise).
-        group_id: the GRPO group, ``index`` the member within it; ``anchor`` whether its success is used.
-    """
-
-    reset_seed: int
-    options: Mapping[str, Any]
-    sample_seed: int | None
-    group_id: int = 0
-    index: int = 0
-    anchor: bool = False
-
-
-@dataclass
-class Episode:
-    """A finished episode.
-
-    Attributes:
-        job: what was run.
-        observations: the reset observation, then one per step.
-        actions: the (unclipped) sampled actions, one per step.
-        outcome: ``success``, ``failure``, ``policy_error`` (the env rejected the action: a failure),
-            ``sim_error`` or ``worker_crash`` (unknown outcome).
-        seconds: wall seconds in the simulator.
-        predicted: the world model's score (``None``: not scored or unknown).
-    """
-
-    job: EpisodeJob
-    observations: list[Mapping[str, Any]] = field(default_factory=list)
-    actions: list[np.ndarray] = field(default_factory=list)
-    outcome: str = "failure"
-    seconds: float = 0.0
-    predicted: float | None = None
-
-    @property
-    def success(self) -> float | None:
-        """The real outcome: 1.0 success, 0.0 failure (a policy error included), ``None`` when unknown."""
-        if self.outcome in ("sim_error", "worker_crash"):
-            return None
-        return 1.0 if self.outcome == "success" else 0.0
-
-    @property
-    def finite(self) -> bool:
-        """Whether every action is finite (only those episodes can be re-scored for the update)."""
-        return all(np.isfinite(action).all() for action in self.actions)
-
-
-def _sample(policy: Any, obs: Mapping[str, Any], generator: torch.Generator | None) -> np.ndarray:
+def _action(policy: Any, obs: Mapping[str, Any], generator: torch.Generator | None) -> np.ndarray:
+    """One action of ``policy`` for ``obs``: the distribution's mean (``generator=None``), or a sample
+    whose noise comes from ``generator``."""
     with torch.no_grad():
         distribution = policy.distribution([obs])
         base = getattr(distribution, "base_dist", distribution)
@@ -141,99 +97,51 @@ def _sample(policy: Any, obs: Mapping[str, Any], generator: torch.Generator | No
         return (mean + base.stddev * noise)[0].numpy().astype(np.float32)
 
 
-class EpisodeRunner:
-    """Runs episodes on ``workers`` simulator envs in parallel threads (one env per thread, reused).
+class RolloutPolicy:
+    """An embodied policy as :class:`~wmrl_envs.rollouts.GroupedRollout`'s batched policy.
 
-    A simulator worker that dies mid-episode gives that episode the outcome ``worker_crash`` (unknown);
-    the env restarts its worker at the next reset.
+    Trajectory ``(group_id, index)`` samples its action noise from its own generator, seeded by
+    ``sample_seed(group_id, index)``: an episode is the same whichever others run beside it, so a run
+    does not depend on ``workers``. For the same reason the policy is asked one observation at a time:
+    a batched forward pass differs from a single one in the last bits (measured: 7e-8 on the
+    gaussian-mlp), which a simulator amplifies.
 
     Args:
-        make_env: builds one env.
-        workers: parallel envs.
-        horizon: step limit of an episode.
+        policy: an :class:`~wmrl_adapters.train.embodied_policy.ActionDistributionPolicy`.
+        sample_seed: the noise seed of a trajectory.
 
     Example:
-        >>> runner = EpisodeRunner(lambda: make_embodied_env(EmbodiedConfig()), 2, 60)  # doctest: +SKIP
-        >>> episodes = runner.run([EpisodeJob(0, {}, 1)], policy)  # doctest: +SKIP
+        >>> from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
+        >>> from wmrl_envs.rollouts import TurnContext
+        >>> sampler = RolloutPolicy(GaussianMLPPolicy({"proprio": 9}), lambda group, index: 7)
+        >>> obs = {"proprio": np.zeros(9)}
+        >>> twins = [TurnContext(i, "lift", i, 0, (obs,), (), ({},)) for i in (0, 1)]
+        >>> first, second = sampler.act([obs, obs], [{}, {}], contexts=twins)
+        >>> bool((first == second).all()), first.shape
+        (True, (7,))
     """
 
-    def __init__(self, make_env: Callable[[], Any], workers: int, horizon: int) -> None:
-        self._make_env = make_env
-        self.workers = workers
-        self.horizon = horizon
-        self._envs: list[Any] = []
-        self._lock = threading.Lock()
-        self._free: list[Any] = []
+    def __init__(self, policy: Any, sample_seed: Callable[[int, int], int]) -> None:
+        self.policy = policy
+        self._sample_seed = sample_seed
+        self._generators: dict[int, torch.Generator] = {}
 
-    @property
-    def envs(self) -> tuple[Any, ...]:
-        """The envs made so far."""
-        return tuple(self._envs)
-
-    def acquire(self) -> Any:
-        """An idle env (made if none is idle); give it back with :meth:`release`."""
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        env = self._make_env()
-        with self._lock:
-            self._envs.append(env)
-        return env
-
-    def release(self, env: Any) -> None:
-        """Return an env taken with :meth:`acquire`."""
-        with self._lock:
-            self._free.append(env)
-
-    def run(self, jobs: Sequence[EpisodeJob], policy: Any) -> list[Episode]:
-        """Run every job; the episodes come back in job order."""
-        with concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="wmrl-sim") as pool:
-            return list(pool.map(lambda job: self._run_one(job, policy), jobs))
-
-    def _run_one(self, job: EpisodeJob, policy: Any) -> Episode:
-        env = self.acquire()
-        try:
-            return self.episode(env, job, policy)
-        finally:
-            self.release(env)
-
-    def episode(self, env: Any, job: EpisodeJob, policy: Any) -> Episode:
-        """Run one episode on ``env``."""
-        episode = Episode(job)
-        started = time.perf_counter()
-        generator = None if job.sample_seed is None else torch.Generator().manual_seed(job.sample_seed)
-        try:
-            obs, _ = env.reset(seed=job.reset_seed, options=dict(job.options))
-        except SimulatorError:
-            episode.outcome = "worker_crash"
-            episode.seconds = time.perf_counter() - started
-            return episode
-        episode.observations.append(obs)
-        for _ in range(self.horizon):
-            action = _sample(policy, obs, generator)
-            episode.actions.append(action)
-            try:
-                obs, _, terminated, truncated, info = env.step(action)
-            except InvalidAction:
-                episode.outcome = "policy_error"
-                break
-            error = info.get("sim_error")
-            if error is not None:
-                episode.outcome = "worker_crash" if str(error).startswith(_WORKER_FAILED) else "sim_error"
-                break
-            episode.observations.append(obs)
-            if terminated or info.get("success"):
-                episode.outcome = "success"
-                break
-        episode.seconds = time.perf_counter() - started
-        return episode
-
-    def close(self) -> None:
-        """Close every env."""
-        for env in self._envs:
-            env.close()
-        self._envs.clear()
-        self._free.clear()
+    def act(
+        self,
+        observations: Sequence[Mapping[str, Any]],
+        infos: Sequence[Mapping[str, Any]],
+        *,
+        contexts: Sequence[TurnContext],
+    ) -> list[np.ndarray]:
+        """One sampled action per live trajectory."""
+        actions = []
+        for obs, context in zip(observations, contexts, strict=True):
+            generator = self._generators.get(context.trajectory_id)
+            if generator is None:
+                seed = self._sample_seed(context.group_id, context.index)
+                generator = self._generators[context.trajectory_id] = torch.Generator().manual_seed(seed)
+            actions.append(_action(self.policy, obs, generator))
+        return actions
 
 
 class EmbodiedTrainer(RunTrainer):
@@ -272,14 +180,12 @@ class EmbodiedTrainer(RunTrainer):
             except ConfigError as error:
                 raise ConfigError(f"algo=sft: {error}; or train on this env with --init POLICY.pt") from error
         torch.manual_seed(config.seed)
-        self.runner = EpisodeRunner(
-            make_env or (lambda: make_embodied_env(config)), config.workers, config.horizon
-        )
-        probe = self.runner.acquire()
-        self._n_tasks = int(getattr(probe, "n_tasks", 1))
+        self._make_env = make_env or (lambda: make_embodied_env(config))
+        self._envs: list[EpisodeOutcomes] = []
+        probe = self._env(0)
+        self._n_tasks = int(getattr(probe.unwrapped, "n_tasks", 1))
         self._has_init_states = config.kind == "libero"
         space = probe.observation_space
-        self.runner.release(probe)
         inputs = {
             key: int(np.prod(space[key].shape)) for key in ("proprio", "object_state") if key in space.spaces
         }
@@ -297,6 +203,7 @@ class EmbodiedTrainer(RunTrainer):
 
             self.scorer = LearnedProgressScorer(LearnedProgressConfig(seed=config.seed))
         self.world_model = ProgressWorldModel(self.scorer, collapse=config.collapse)  # type: ignore[arg-type]
+        self.rollout = self._make_rollout()
         self.counts = {
             "sim_episodes": 0.0,
             "sim_steps": 0.0,
@@ -327,6 +234,32 @@ class EmbodiedTrainer(RunTrainer):
                 f"init={str(path)!r} is not a policy checkpoint for {self.config.policy} ({error}); {fix}"
             ) from error
 
+    def _make_rollout(self) -> GroupedRollout:
+        """The rollout of every training step: score mode (the simulator runs every episode), the
+        progress world model scoring each finished episode, on the trainer's envs 0 .. workers - 1."""
+        config = self.config
+        made = itertools.count()
+        return GroupedRollout(
+            lambda: self._env(next(made)),
+            self.world_model,
+            RolloutConfig(
+                group_size=config.group_size,
+                mode="score",
+                scoring="episode",
+                max_turns=config.horizon,
+                max_workers=config.workers,
+                max_envs=config.workers,
+                check_actions=False,  # the controller clips; a Gaussian sample leaves the box
+            ),
+        )
+
+    def _env(self, index: int) -> EpisodeOutcomes:
+        """The trainer's ``index``-th simulator env, made on first use (rollouts, demonstrations and
+        evaluations share them: each holds a simulator worker)."""
+        while len(self._envs) <= index:
+            self._envs.append(EpisodeOutcomes(self._make_env()))
+        return self._envs[index]
+
     # ----------------------------------------------------------------------------------- rollouts
     def draw_groups(self, step: int) -> list[tuple[int, dict[str, Any]]]:
         """The initial state (reset seed, options) of each of step ``step``'s groups (seeded by ``(seed,
@@ -338,19 +271,12 @@ class EmbodiedTrainer(RunTrainer):
             reset_seed = int(rng.integers(EVAL_SEED))
             options: dict[str, Any] = {}
             if self._has_init_states:
-                options = {"task_id": int(rng.choice(tasks)), "init_index": int(rng.integers(50))}
+                options = {
+                    "task_id": int(rng.choice(tasks)),
+                    "init_index": int(rng.integers(LIBERO_INIT_STATES)),
+                }
             starts.append((reset_seed, options))
         return starts
-
-    def _score(self, episodes: Sequence[Episode]) -> None:
-        started = time.perf_counter()
-        scored = [e for e in episodes if e.success is not None and len(e.observations) >= 2]
-        if scored:
-            queries = [WorldModelQuery(list(e.observations), list(e.actions)) for e in scored]
-            for episode, prediction in zip(scored, self.world_model.predict(queries), strict=True):
-                episode.predicted = prediction.reward
-        if self.algorithm.uses_world_model:
-            self.counts["world_model_seconds"] += time.perf_counter() - started
 
     def train_step(self) -> dict[str, float]:
         """One training step (``sft``: demonstrations + behaviour cloning); returns the metrics line."""
@@ -361,54 +287,44 @@ class EmbodiedTrainer(RunTrainer):
     def collect(
         self, starts: Sequence[tuple[int, dict[str, Any]]], anchors: Sequence[bool]
     ) -> list[ScoredGroup]:
-        """``group_size`` episodes per initial state in the simulator, each scored by the progress world
-        model; an anchor group's real score is its episodes' success."""
-        config = self.config
-        jobs = [
-            EpisodeJob(
-                reset_seed=reset_seed,
-                options=options,
-                sample_seed=int(np.random.default_rng([config.seed, self.step, g, m]).integers(2**62)),
-                group_id=g,
-                index=m,
-                anchor=anchors[g],
-            )
-            for g, (reset_seed, options) in enumerate(starts)
-            for m in range(config.group_size)
+        """``group_size`` simulator episodes per initial state through the rollout, each scored by the
+        progress world model when it ends; an anchor group's real score is its episodes' success."""
+        config, step = self.config, self.step
+        tasks = [
+            RolloutTask(str(options.get("task_id", config.name)), options, seed=reset_seed)
+            for reset_seed, options in starts
         ]
-        episodes = self.runner.run(jobs, self.policy)
-        self._score(episodes)
-        groups = []
-        for g, anchor in enumerate(anchors):
-            members = [e for e in episodes if e.job.group_id == g]
-            groups.append(
-                ScoredGroup(
-                    group_id=g,
-                    anchor=anchor,
-                    predicted=tuple(e.predicted for e in members),
-                    real=tuple(e.success for e in members) if anchor else None,
-                    trajectories=tuple(members),
-                    task_id=str(members[0].job.options.get("task_id", config.name)),
-                )
-            )
+        policy = RolloutPolicy(
+            self.policy,
+            lambda group, index: int(
+                np.random.default_rng([config.seed, step, group, index]).integers(2**62)
+            ),
+        )
+        world_model_before = self.rollout.ledger.world_model_seconds
+        started = time.perf_counter()
+        groups = self.rollout.run(tasks, policy, anchors=list(anchors))
+        world_model_seconds = self.rollout.ledger.world_model_seconds - world_model_before
+        self.counts["sim_seconds"] += time.perf_counter() - started - world_model_seconds
+        if self.algorithm.uses_world_model:  # grpo's scores are diagnostics only: not charged
+            self.counts["world_model_seconds"] += world_model_seconds
         return groups
 
-    def trainable(self, trajectory: Episode) -> bool:
+    def trainable(self, trajectory: Trajectory) -> bool:
         """Only an episode with actions, all finite, can be re-scored by the policy."""
-        return trajectory.finite and bool(trajectory.actions)
+        return bool(trajectory.actions) and all(np.isfinite(action).all() for action in trajectory.actions)
 
     def step_metrics(
-        self, groups: Sequence[ScoredGroup], batch: Sequence[Episode], seconds: float
+        self, groups: Sequence[ScoredGroup], batch: Sequence[Trajectory], seconds: float
     ) -> dict[str, float]:
         """Episode outcomes, rewards, scorer diagnostics, timing and the training compute so far."""
-        episodes: list[Episode] = [e for group in groups for e in group.trajectories]
-        self.counts["sim_episodes"] += len(episodes)
-        self.counts["sim_steps"] += sum(len(e.actions) for e in episodes)
-        self.counts["sim_seconds"] += sum(e.seconds for e in episodes)
-        self.counts["real_labels"] += sum(e.success is not None for e in episodes if e.job.anchor)
-        metrics = self._episode_metrics(groups, episodes)
+        trajectories: list[Trajectory] = [t for group in groups for t in group.trajectories]
+        self.counts["sim_episodes"] += len(trajectories)
+        self.counts["sim_steps"] += sum(len(t.actions) for t in trajectories)
+        self.counts["real_labels"] += sum(r is not None for g in groups if g.real is not None for r in g.real)
+        metrics = self._episode_metrics(groups, [episode_outcome(t.infos[-1]) for t in trajectories])
         metrics["train/episodes_with_signal"] = float(len(batch))
         metrics["time/step_seconds"] = seconds
+        metrics.update(self.rollout.ledger.as_metrics())
         metrics.update(self._compute_metrics())
         return metrics
 
@@ -422,29 +338,29 @@ class EmbodiedTrainer(RunTrainer):
         self.counts["world_model_seconds"] += time.perf_counter() - started
 
     def _episode_metrics(
-        self, groups: Sequence[ScoredGroup], episodes: Sequence[Episode]
+        self, groups: Sequence[ScoredGroup], outcomes: Sequence[Outcome]
     ) -> dict[str, float]:
         real = [score for group in groups if group.real is not None for score in group.real]
-        predicted = [e.predicted for e in episodes]
+        predicted = [score for group in groups for score in group.predicted]
         calibrated = self.loop.debiaser.apply(list(predicted))
-        outcomes = [e.outcome for e in episodes]
+        successes = [outcome_success(outcome) for outcome in outcomes]
         values: dict[str, float | None] = {
             "reward/real_mean": mean_known(real),
             "reward/predicted_mean": mean_known(predicted),
             "reward/calibrated_mean": mean_known(calibrated),
             "reward/predicted_unknown": float(sum(p is None for p in predicted)),
             # Diagnostics the learner never sees: every episode's simulator outcome.
-            "diag/sim_success_rate": mean_known([e.success for e in episodes]),
-            "diag/scorer_auroc": auroc(predicted, [e.success for e in episodes]),
-            "diag/calibrated_auroc": auroc(calibrated, [e.success for e in episodes]),
+            "diag/sim_success_rate": mean_known(successes),
+            "diag/scorer_auroc": auroc(predicted, successes),
+            "diag/calibrated_auroc": auroc(calibrated, successes),
             "train/policy_errors": float(outcomes.count("policy_error")),
             "train/worker_crashes": float(outcomes.count("worker_crash")),
             "train/sim_errors": float(outcomes.count("sim_error")),
-            "train/episodes": float(len(episodes)),
+            "train/episodes": float(len(outcomes)),
         }
         return {key: value for key, value in values.items() if value is not None}
 
-    def update_policy(self, batch: Sequence[Episode], advantages: torch.Tensor) -> dict[str, float]:
+    def update_policy(self, batch: Sequence[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
         """The GRPO update on the episodes' per-step log-probs, plus the policy's action spread."""
         started = time.perf_counter()
         metrics = self.policy_update(lambda: self._logprobs(batch), advantages)
@@ -454,17 +370,17 @@ class EmbodiedTrainer(RunTrainer):
         self.counts["policy_seconds"] += time.perf_counter() - started
         return metrics
 
-    def _logprobs(self, batch: Sequence[Episode]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _logprobs(self, batch: Sequence[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, T)`` per-step log-probs of the episodes' actions under the current policy, and the mask."""
-        observations = [obs for e in batch for obs in e.observations[: len(e.actions)]]
-        actions = torch.as_tensor(np.stack([a for e in batch for a in e.actions]), dtype=torch.float32)
+        observations = [obs for t in batch for obs in t.observations[: len(t.actions)]]
+        actions = torch.as_tensor(np.stack([a for t in batch for a in t.actions]), dtype=torch.float32)
         flat = self.policy.distribution(observations).log_prob(actions)
-        longest = max(len(e.actions) for e in batch)
+        longest = max(len(t.actions) for t in batch)
         logprobs = torch.zeros(len(batch), longest)
         mask = torch.zeros(len(batch), longest)
         offset = 0
-        for row, episode in enumerate(batch):
-            n = len(episode.actions)
+        for row, trajectory in enumerate(batch):
+            n = len(trajectory.actions)
             logprobs[row, :n] = flat[offset : offset + n]
             mask[row, :n] = 1.0
             offset += n
@@ -476,19 +392,15 @@ class EmbodiedTrainer(RunTrainer):
 
         config = self.config
         started = time.perf_counter()
-        env = self.runner.acquire()
-        try:
-            demos = collect_demonstrations(
-                env,
-                self.expert,
-                episodes=config.demos,
-                horizon=config.horizon,
-                noise=config.demo_noise,
-                seed=config.seed * 10_000,
-                tasks=(config.tasks() or list(range(self._n_tasks))) if self._has_init_states else None,
-            )
-        finally:
-            self.runner.release(env)
+        demos = collect_demonstrations(
+            self._env(0),
+            self.expert,
+            episodes=config.demos,
+            horizon=config.horizon,
+            noise=config.demo_noise,
+            seed=config.seed * 10_000,
+            tasks=(config.tasks() or list(range(self._n_tasks))) if self._has_init_states else None,
+        )
         self.counts["demo_episodes"] += demos.episodes
         self.counts["sim_episodes"] += demos.episodes  # a demonstration is a simulator episode too
         self.counts["sim_steps"] += demos.steps
@@ -517,20 +429,37 @@ class EmbodiedTrainer(RunTrainer):
         return metrics
 
     # ----------------------------------------------------------------------------------- evaluation
-    def evaluate_metrics(self) -> dict[str, float]:
-        """Success rate of the current (sampling) policy on ``eval_samples`` fixed initial states."""
+    def eval_starts(self) -> list[tuple[int, dict[str, Any]]]:
+        """The evaluation's initial states (reset seed, options), the same for every run and method.
+
+        LIBERO: the first ``eval_samples`` fixed initial states of every task (all 50 with
+        ``eval_samples >= 50``); robosuite, which has no fixed states: ``eval_samples`` seeded placements.
+        """
         config = self.config
+        if not self._has_init_states:
+            return [(EVAL_SEED + i, {}) for i in range(config.eval_samples)]
         tasks = config.tasks() or list(range(self._n_tasks))
-        jobs = []
-        for i in range(config.eval_samples):
-            options: dict[str, Any] = {}
-            if self._has_init_states:
-                options = {"task_id": tasks[i % len(tasks)], "init_index": (i // len(tasks)) % 50}
-            jobs.append(EpisodeJob(reset_seed=EVAL_SEED + i, options=options, sample_seed=EVAL_SEED + i))
+        return [
+            (EVAL_SEED + i, {"task_id": task, "init_index": i})
+            for i in range(min(config.eval_samples, LIBERO_INIT_STATES))
+            for task in tasks
+        ]
+
+    def evaluate_metrics(self) -> dict[str, float]:
+        """Success rate of the current policy's mean action on every evaluation state (:meth:`eval_starts`).
+
+        Deterministic: no action noise, fixed states, so two methods' rates differ only by what they
+        learned (paired by state). ``eval/success_se`` is the binomial standard error over the
+        ``eval/episodes`` known outcomes; a simulator failure is ``eval/unknown``, never a failure.
+        """
+        starts = self.eval_starts()
+        workers = min(self.config.workers, len(starts))
         started = time.perf_counter()
-        episodes = self.runner.run(jobs, self.policy)
-        outcomes = [e.success for e in episodes]
-        known = [o for o in outcomes if o is not None]
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="wmrl-eval") as pool:
+            shares = pool.map(lambda w: self._evaluate_on(self._env(w), starts[w::workers]), range(workers))
+            episodes = [episode for share in shares for episode in share]
+        successes = [outcome_success(outcome) for outcome, _ in episodes]
+        known = [s for s in successes if s is not None]
         self.counts["eval_episodes"] += len(episodes)
         self.counts["eval_seconds"] += time.perf_counter() - started
         rate = float(np.mean(known)) if known else float("nan")
@@ -538,12 +467,28 @@ class EmbodiedTrainer(RunTrainer):
             "eval/success_rate": rate,
             "eval/success_se": float(np.sqrt(rate * (1 - rate) / len(known))) if known else float("nan"),
             "eval/episodes": float(len(known)),
-            "eval/unknown": float(len(outcomes) - len(known)),
-            "eval/mean_steps": float(np.mean([len(e.actions) for e in episodes])),
+            "eval/unknown": float(len(successes) - len(known)),
+            "eval/mean_steps": float(np.mean([steps for _, steps in episodes])),
             # Totals so far, reported here: the step's compute metrics were taken before this evaluation.
             "time/eval_episodes": self.counts["eval_episodes"],
             "time/eval_seconds": self.counts["eval_seconds"],
         }
+
+    def _evaluate_on(
+        self, env: EpisodeOutcomes, starts: Sequence[tuple[int, dict[str, Any]]]
+    ) -> list[tuple[Outcome, int]]:
+        """Run the mean policy from each start on ``env``: each episode's outcome and step count."""
+        episodes = []
+        for reset_seed, options in starts:
+            obs, info = env.reset(seed=reset_seed, options=dict(options))
+            steps = 0
+            while steps < self.config.horizon:
+                obs, _, terminated, truncated, info = env.step(_action(self.policy, obs, None))
+                steps += 1
+                if terminated or truncated:
+                    break
+            episodes.append((episode_outcome(info), steps))
+        return episodes
 
     # ------------------------------------------------------------------------- run-directory hooks
     def _compute_metrics(self) -> dict[str, float]:
@@ -576,17 +521,20 @@ class EmbodiedTrainer(RunTrainer):
 
     def close(self) -> None:
         """Stop the simulator workers and close TensorBoard."""
-        self.runner.close()
+        self.rollout.close()
+        for env in self._envs:
+            env.close()
         super().close()
 
     def extra_state(self) -> dict[str, Any]:
-        """Policy, optimiser, correction state, the learned scorer (if any), counters."""
+        """Policy, optimiser, correction state, the learned scorer (if any), counters, the cost ledger."""
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "loop": self.loop.state_dict(),
             "scorer": self.scorer.state_dict() if self.config.world_model == "learned" else None,
             "counts": dict(self.counts),
+            "ledger": self.rollout.ledger.state_dict(),
         }
 
     def restore_extra(self, state: Mapping[str, Any]) -> None:
@@ -597,3 +545,5 @@ class EmbodiedTrainer(RunTrainer):
         if state["scorer"] is not None:
             self.scorer.load_state_dict(state["scorer"])
         self.counts.update(state["counts"])
+        if "ledger" in state:  # a checkpoint from before the rollout's ledger has none: it starts at 0
+            self.rollout.ledger.load_state_dict(state["ledger"])
