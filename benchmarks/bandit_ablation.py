@@ -50,6 +50,8 @@ the power check and the decision rule) as ``powered.md`` and ``powered.csv``.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 import sys
 import time
@@ -169,6 +171,13 @@ class Args:
     quick: bool = field(default=False, metadata={"help": "Tiny budget (24 steps, 2 seeds) for tests."})
     workers: int = field(
         default=1, metadata={"help": "Processes running seeds in parallel (results identical)."}
+    )
+    cache_dir: str = field(
+        default="",
+        metadata={
+            "help": "Folder keeping each finished run (one .npz per method, variant, seed and settings), so "
+            "an interrupted run resumes where it stopped; '' keeps nothing."
+        },
     )
     report: str = field(
         default="ablation",
@@ -502,6 +511,31 @@ def run_method(method: Method, variant: str, args: Args, seed: int, budget_group
     return RunCurves(
         np.asarray(true_reward), np.asarray(executions), np.asarray(world_model_weight), np.asarray(agreement)
     )
+
+
+_NOT_SETTINGS = frozenset(
+    {"methods", "variants", "seeds", "workers", "output_dir", "report", "quick", "cache_dir"}
+)
+"""Args fields that do not change what one run computes (left out of a cached run's key)."""
+
+
+def run_cached(
+    method: Method, variant: str, args: Args, seed: int, budget_groups: int, cache: Path | None
+) -> RunCurves:
+    """:func:`run_method`, kept in ``cache`` under its method, variant, seed and settings when given."""
+    if cache is None:
+        return run_method(method, variant, args, seed, budget_groups)
+    settings = {key: value for key, value in vars(args).items() if key not in _NOT_SETTINGS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache / f"{method.name}-{variant if method.uses_world_model else 'any'}-{seed}-{digest}.npz"
+    if path.exists():
+        with np.load(path) as saved:
+            return RunCurves(**{name: saved[name] for name in RunCurves.__dataclass_fields__})
+    curves = run_method(method, variant, args, seed, budget_groups)
+    partial = path.with_suffix(".part.npz")
+    np.savez(partial, **vars(curves))
+    partial.replace(path)
+    return curves
 
 
 def reference_levels(args: Args) -> dict[str, float]:
@@ -992,14 +1026,17 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, str]]:
         for variant in (args.variant_names if method.uses_world_model else args.variant_names[:1])
     ]
     runs: Runs = {}
+    cache = Path(args.cache_dir) if args.cache_dir else None
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    tasks = [(method, variant, seed) for method, variant in jobs for seed in range(args.seeds)]
+    tasks = [(method, variant, seed) for seed in range(args.seeds) for method, variant in jobs]
     with (
         ProcessPoolExecutor(args.workers, initializer=_single_threaded) as pool,
         tqdm(total=len(tasks), desc="bandit ablation", unit="run", file=sys.stderr) as progress,
     ):
         futures = [
-            pool.submit(run_method, method, variant, args, seed, budget_groups)
+            pool.submit(run_cached, method, variant, args, seed, budget_groups, cache)
             for method, variant, seed in tasks
         ]
         for future in futures:
