@@ -614,7 +614,7 @@ _ARGUMENT_HELP = {
     "seed": "seed of the calibration split and of subsets",
     "anchor_fraction": (
         "share of groups a training run executes for real; the expected effect is stated at it "
-        "(default: wmrl train's)"
+        f"(default: wmrl train's, {_TRAIN_ANCHOR_FRACTION})"
     ),
 }
 
