@@ -97,6 +97,8 @@ WORLD_MODELS: dict[str, str] = {
 }
 """World model -> its label. Every one is non-learning during a run (see the module docstring)."""
 
+SEED_CHUNK = 5
+"""Seeds run between two writes of the results after the power check (a cut-off run keeps its files)."""
 REALISTIC = ("rubric", "learned", "learned_rubric", "judge")
 """The world models whose error is not a global monotone distortion: the speed target applies to them."""
 DEFAULT_TABLE = "benchmarks/results/replay/suite_table.json"
@@ -1103,7 +1105,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, str]]:
         for world_model in (world_models if method.uses_world_model else world_models[:1])
     ]
     runs: Runs = {}
-    seeds_run = args.seeds
+    report = partial(_report, output, runs, arrays, args, provenance, started)
     with ProcessPoolExecutor(args.workers, initializer=_start_worker, initargs=(arrays, args)) as pool:
         first = min(args.power_check_seeds, args.seeds) if args.power_check_seeds else args.seeds
         _run_seeds(pool, jobs, range(first), arrays, runs, world_models)
@@ -1115,21 +1117,53 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, str]]:
             f"{args.smallest_effect / 4:.4f} (a quarter of the smallest effect of interest "
             f"{args.smallest_effect}): {'powered' if powered else 'NOT powered'}"
         )
-        seeds_run = args.seeds if powered else args.max_seeds
+        target = args.seeds if powered else args.max_seeds
         if not powered:
-            power_line += f"; extended to {seeds_run} seeds"
+            power_line += f"; the protocol extends the run to {target} seeds"
         print(power_line, file=sys.stderr)
-        if seeds_run > first:
-            _run_seeds(pool, jobs, range(first, seeds_run), arrays, runs, world_models)
-    if "grpo_real_equal_compute" in args.method_names:
-        for world_model in world_models:
+        rows = report(power_line, first, target)
+        for chunk in range(first, target, SEED_CHUNK):
+            _run_seeds(pool, jobs, range(chunk, min(target, chunk + SEED_CHUNK)), arrays, runs, world_models)
+            rows = report(power_line, min(target, chunk + SEED_CHUNK), target)
+    print(f"Wrote {output / 'results.md'}, results.csv, curves.csv and kaggle_powered.png")
+    return rows
+
+
+def _report(
+    output: Path,
+    runs: Runs,
+    arrays: TableArrays,
+    args: Args,
+    provenance: str,
+    started: float,
+    power_line: str,
+    seeds_run: int,
+    seeds_planned: int,
+) -> list[dict[str, str]]:
+    """Summarise the seeds run so far and write every file (after each chunk: a cut-off run keeps them)."""
+    if {"grpo_real_equal_compute", "wmrl", "grpo_real"} <= set(args.method_names):
+        for world_model in args.world_model_names:
             runs[("grpo_real_equal_compute", world_model)] = equal_compute_curves(runs, world_model)
-    wall = time.perf_counter() - started
     rows = summary(runs, args)
     checks = target_checks(runs, args)
-    write_results(output, rows, checks, runs, arrays, args, provenance, power_line, seeds_run, wall)
-    print("\n".join(checks))
-    print(f"Wrote {output / 'results.md'}, results.csv, curves.csv and kaggle_powered.png")
+    status = (
+        f"{seeds_run} of the {seeds_planned} planned seeds"
+        if seeds_run < seeds_planned
+        else f"all {seeds_planned} planned seeds"
+    )
+    write_results(
+        output,
+        rows,
+        checks,
+        runs,
+        arrays,
+        args,
+        provenance,
+        f"{power_line}; this file: {status}",
+        seeds_run,
+        time.perf_counter() - started,
+    )
+    print("\n".join(checks), file=sys.stderr)
     return rows
 
 
