@@ -117,6 +117,7 @@ def test_a_small_positive_correlation_is_called_negligible_and_an_uncertain_one_
     assert "too little to matter" in ExpectedEffect(correlation=0.15, anchor_fraction=0.125).summary()
     uncertain = ExpectedEffect(correlation=0.4, anchor_fraction=0.125, correlation_se=0.3, n_groups=3)
     assert uncertain.verdict == "gain" and "the interval includes no gain at all" in uncertain.summary()
+    assert "on 3 groups, too few for a firm interval" in uncertain.summary()
 
 
 @pytest.mark.parametrize(

@@ -50,10 +50,20 @@ from typing import Literal
 
 from wmrl_algos.errors import ConfigError
 
-__all__ = ["NEGLIGIBLE_GAIN", "Verdict", "ExpectedEffect", "check_anchor_fraction", "variance_ratio"]
+__all__ = [
+    "FEW_GROUPS",
+    "NEGLIGIBLE_GAIN",
+    "Verdict",
+    "ExpectedEffect",
+    "check_anchor_fraction",
+    "variance_ratio",
+]
 
 NEGLIGIBLE_GAIN = 0.05
 """A predicted saving below this share of the executions is reported as no real help."""
+
+FEW_GROUPS = 10
+"""Below this many groups the summary warns that ρ's normal interval (from a jackknife s.e.) is rough."""
 
 Verdict = Literal["no_gain", "negligible", "gain"]
 """``no_gain``: ρ ≤ 0, WMRL falls back to anchors-only; ``negligible``: under :data:`NEGLIGIBLE_GAIN`."""
@@ -215,6 +225,8 @@ class ExpectedEffect:
             agreement += f" ± {self.correlation_se:.2f}"
         if self.n_groups is not None:
             agreement += f" on {self.n_groups} group{'s' if self.n_groups != 1 else ''}"
+            if self.correlation_se is not None and self.n_groups < FEW_GROUPS:
+                agreement += ", too few for a firm interval"
         head = f"at this agreement ({agreement})"
         if self.anchor_fraction == 1.0:
             return f"{head} every group is executed for real: a world model has nothing to add"
