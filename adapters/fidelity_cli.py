@@ -254,7 +254,7 @@ class FidelityReport:
                 )
                 continue
             accuracy = agreement.pairwise_accuracy
-            ordered = f"pairwise accuracy {accuracy:.0%}; " if accuracy is not None else ""
+            ordered = f"pairwise accuracy {100 * accuracy:.0f} %; " if accuracy is not None else ""
             lines.append(f"{result.name} (OD-calibrated): {ordered}{effect.summary()}")
         if self.results and not self.cases_by_source.get("rollout"):
             lines.append(
