@@ -148,3 +148,32 @@ def test_progress_world_model_rejects_a_curve_of_the_wrong_length() -> None:
 def test_progress_world_model_rejects_invalid_arguments(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         ProgressWorldModel(SimStateProgressScorer(), **kwargs)
+
+
+class _NaNOnSecondTrajectory:
+    """A scorer that returns NaN for one frame of the second trajectory of a batch (a VLM's bad frame)."""
+
+    name = "nan-frame"
+
+    def progress(self, batch):
+        curves = [ProgressCurve(np.linspace(0.0, 1.0, item.length)) for item in batch]
+        curves[1].progress[2] = np.nan
+        return curves
+
+
+def test_a_scorer_nan_for_one_frame_makes_that_episode_unknown_and_is_counted() -> None:
+    model = ProgressWorldModel(_NaNOnSecondTrajectory(), k=1)
+    queries = [WorldModelQuery(_trajectory([0.0] * 4), []) for _ in range(3)]
+    first, broken, third = model.predict(queries)
+    assert first.reward == pytest.approx(1.0) and third.reward == pytest.approx(1.0)
+    assert broken.reward is None  # excluded, never 0
+    assert broken.info["unknown"] == "non_finite" and broken.info["non_finite_frames"] == [2]
+    assert model.unknown_counts == {"scorer": 0, "non_finite": 1}
+    model.predict(queries)
+    assert model.metrics()["wmrl/progress_unknown_non_finite"] == 2.0
+
+
+def test_a_scorer_that_cannot_say_is_counted_apart_from_a_non_finite_one() -> None:
+    model = ProgressWorldModel(_Unsure())
+    model.predict([WorldModelQuery(_trajectory([0.0] * 2), [])])
+    assert model.unknown_counts == {"scorer": 1, "non_finite": 0}

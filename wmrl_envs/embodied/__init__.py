@@ -19,6 +19,7 @@ from wmrl_envs.embodied.envs import (
     embodied_env_ids,
     register_embodied_envs,
 )
+from wmrl_envs.embodied.hackable import ApproachProgressScorer
 from wmrl_envs.embodied.progress import (
     ProgressCurve,
     ProgressInput,
@@ -42,6 +43,7 @@ register_embodied_envs()
 __all__ = [
     "LIBERO_SUITES",
     "ROBOSUITE_TASKS",
+    "ApproachProgressScorer",
     "EmbodiedEnv",
     "LiberoEnv",
     "ProgressCurve",

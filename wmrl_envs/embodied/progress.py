@@ -179,6 +179,12 @@ class ProgressWorldModel:
     ``info`` carries the curve (``"progress"``) and, when the scorer has one, the mean uncertainty over
     the frames the collapse used (``"spread"``).
 
+    A trajectory the scorer cannot say anything about (it returned ``None``), or for which it returned
+    a non-finite progress (NaN or inf) for any frame, gets the reward ``None``: unknown, left out of
+    every baseline, never 0. Its ``info["unknown"]`` says why (``"scorer"`` or ``"non_finite"``, with
+    the offending frames in ``info["non_finite_frames"]``), and :attr:`unknown_counts` counts both
+    over the model's life (:meth:`metrics` gives them as ``wmrl/progress_unknown_*``).
+
     Args:
         scorer: the progress model.
         collapse: ``"potential"`` (default) or ``"max"`` (hackable; for comparison only).
@@ -195,6 +201,8 @@ class ProgressWorldModel:
         >>> [prediction] = model.predict([WorldModelQuery(trajectory, [None] * 3)])
         >>> round(prediction.reward, 3)
         0.9
+        >>> model.unknown_counts
+        {'scorer': 0, 'non_finite': 0}
     """
 
     def __init__(self, scorer: ProgressScorer, *, collapse: Collapse = "potential", k: int = 4) -> None:
@@ -210,6 +218,11 @@ class ProgressWorldModel:
         self.collapse: Collapse = collapse
         self.k = k
         self.name = f"progress:{scorer.name}:{collapse}"
+        self.unknown_counts: dict[str, int] = {"scorer": 0, "non_finite": 0}
+
+    def metrics(self) -> dict[str, float]:
+        """The unknown counts as namespaced metrics (``wmrl/progress_unknown_scorer``, ``..._non_finite``)."""
+        return {f"wmrl/progress_unknown_{reason}": float(n) for reason, n in self.unknown_counts.items()}
 
     def predict(self, queries: Sequence[WorldModelQuery]) -> list[Prediction]:
         """Score every finished trajectory of the batch with one scorer call."""
@@ -222,7 +235,8 @@ class ProgressWorldModel:
         predictions = []
         for item, curve in zip(batch, curves, strict=True):
             if curve is None:
-                predictions.append(Prediction(None, info={"progress": None}))
+                self.unknown_counts["scorer"] += 1
+                predictions.append(Prediction(None, info={"progress": None, "unknown": "scorer"}))
                 continue
             values = np.asarray(curve.progress, dtype=np.float64)
             if values.shape != (item.length,):
@@ -230,8 +244,14 @@ class ProgressWorldModel:
                     f"scorer {self.scorer.name!r} returned {values.shape[0] if values.ndim else 0} progress "
                     f"values for a trajectory of {item.length} frames; it must return one per frame"
                 )
-            reward = collapse_progress(values, self.collapse, self.k)
             info: dict[str, Any] = {"progress": values}
+            non_finite = np.flatnonzero(~np.isfinite(values))
+            if non_finite.size:
+                self.unknown_counts["non_finite"] += 1
+                info.update(unknown="non_finite", non_finite_frames=non_finite.tolist())
+                predictions.append(Prediction(None, info=info))
+                continue
+            reward = collapse_progress(values, self.collapse, self.k)
             if curve.spread is not None:
                 window = max(1, min(self.k, values.size // 2))
                 spread = np.asarray(curve.spread, dtype=np.float64)

@@ -1,0 +1,219 @@
+"""The visual progress scorer and the hackable approach scorer.
+
+The fast tests run on synthetic frames (a bright square that climbs the image as the "cube" is lifted,
+and one that stays put on a failure): what they check is the scorer's contract (shape and camera
+errors naming expected and found, checkpoints as plain data, save/load round trip, ranking on the data
+it was trained on), not that a CNN sees a real robot. The long test renders real Lift demonstrations in
+the embodied stack's simulator worker and trains on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _helpers import embodied_marks
+
+from wmrl_algos.errors import CheckpointError, ConfigError
+from wmrl_envs.embodied.hackable import ApproachProgressScorer
+from wmrl_envs.embodied.progress import (
+    ProgressInput,
+    ProgressScorer,
+    ProgressWorldModel,
+    SimStateProgressScorer,
+    potential_progress,
+    progress_input,
+)
+from wmrl_envs.embodied.visual import (
+    VisualProgressConfig,
+    VisualProgressScorer,
+    progress_targets,
+)
+from wmrl_envs.world_model import WorldModelQuery
+
+SIZE = 16
+CONFIG = VisualProgressConfig(
+    image_size=SIZE, width=4, hidden=8, epochs=30, batch_size=16, learning_rate=1e-2
+)
+
+
+def _trajectory(lifted: bool, length: int = 8, size: int = SIZE, camera: str = "agentview_image") -> list:
+    """A square at the bottom of the image that climbs to the top on a success and stays on a failure."""
+    observations = []
+    for t in range(length):
+        frame = np.zeros((size, size, 3), np.uint8)
+        row = size - 4 - (t * (size - 4)) // (length - 1) if lifted else size - 4
+        frame[row : row + 4, size // 2 - 2 : size // 2 + 2] = 255
+        observations.append({"instruction": "lift the red cube", camera: frame})
+    return observations
+
+
+@pytest.fixture(scope="module")
+def scorer() -> VisualProgressScorer:
+    """One scorer trained on a synthetic lift and a resting cube (fitted once: the CPU is shared)."""
+    scorer = VisualProgressScorer(CONFIG)
+    scorer.fit([progress_input(_trajectory(lifted)) for lifted in (True, False)], [True, False])
+    return scorer
+
+
+def test_an_untrained_visual_scorer_says_unknown_not_zero() -> None:
+    scorer = VisualProgressScorer(CONFIG)
+    assert isinstance(scorer, ProgressScorer)
+    assert scorer.progress([progress_input(_trajectory(True))]) == [None]
+
+
+def test_a_trained_visual_scorer_ranks_the_lift_above_the_resting_cube_with_progress_in_unit_range(
+    scorer: VisualProgressScorer,
+) -> None:
+    lift, rest = scorer.progress([progress_input(_trajectory(True)), progress_input(_trajectory(False))])
+    assert lift is not None and rest is not None
+    assert lift.progress.shape == (8,) and ((lift.progress >= 0) & (lift.progress <= 1)).all()
+    assert potential_progress(lift.progress) > potential_progress(rest.progress)
+
+
+def test_training_targets_ramp_on_success_and_stay_zero_on_failure() -> None:
+    assert progress_targets(5, True).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert progress_targets(3, False).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_fitting_on_one_outcome_only_is_refused() -> None:
+    with pytest.raises(ConfigError, match="successes and failures"):
+        VisualProgressScorer(CONFIG).fit([progress_input(_trajectory(True))] * 2, [True, True])
+
+
+def test_frames_of_another_size_are_refused_naming_both_shapes(scorer: VisualProgressScorer) -> None:
+    with pytest.raises(ConfigError, match=r"\(16, 16, 3\).*\(32, 32, 3\)"):
+        scorer.progress([progress_input(_trajectory(True, size=32))])
+
+
+def test_frames_of_another_camera_are_refused_naming_both_cameras(scorer: VisualProgressScorer) -> None:
+    with pytest.raises(ConfigError, match=r"'agentview_image'.*\['wrist_image'\]"):
+        scorer.progress([progress_input(_trajectory(True, camera="wrist_image"))])
+
+
+def test_a_saved_scorer_loads_back_and_scores_identically(
+    tmp_path: Path, scorer: VisualProgressScorer
+) -> None:
+    path = scorer.save(tmp_path / "visual.pt")
+    loaded = VisualProgressScorer.load(path)
+    item = progress_input(_trajectory(True))
+    assert loaded.config == scorer.config and loaded.fitted
+    np.testing.assert_array_equal(loaded.progress([item])[0].progress, scorer.progress([item])[0].progress)
+    saved = torch.load(path, weights_only=True)  # plain data: loads with no code allowed
+    assert set(saved) == {"format", "config", "fitted", "weights"}
+
+
+@pytest.mark.parametrize(
+    ("expected", "found"),
+    [
+        ({"camera": "wrist_image"}, "'camera': 'agentview_image'"),
+        ({"image_size": 32}, "'image_size': 16"),
+    ],
+)
+def test_a_checkpoint_of_another_camera_or_size_is_refused_naming_both(
+    tmp_path: Path, expected: dict, found: str
+) -> None:
+    path = VisualProgressScorer(CONFIG).save(tmp_path / "visual.pt")
+    wanted = VisualProgressConfig(**{**CONFIG.__dict__, **expected})
+    with pytest.raises(CheckpointError) as raised:
+        VisualProgressScorer.load(path, wanted)
+    message = str(raised.value)
+    assert found in message and str(expected)[1:-1].replace('"', "'") in message
+
+
+def test_a_checkpoint_with_a_weight_of_the_wrong_shape_is_refused_naming_the_tensor(tmp_path: Path) -> None:
+    state = VisualProgressScorer(CONFIG).state_dict()
+    state["weights"]["0.weight"] = torch.zeros(2, 3, 5, 5)
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(
+        CheckpointError, match=r"'0.weight' has shape \(2, 3, 5, 5\), expected \(4, 3, 5, 5\)"
+    ):
+        VisualProgressScorer.load(tmp_path / "bad.pt")
+
+
+class _Payload:
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (Path("/tmp/wmrl-visual-scorer-payload-ran"),))
+
+
+def test_a_checkpoint_that_holds_code_runs_none_of_it(tmp_path: Path) -> None:
+    marker = Path("/tmp/wmrl-visual-scorer-payload-ran")
+    marker.unlink(missing_ok=True)
+    state = VisualProgressScorer(CONFIG).state_dict()
+    state["payload"] = _Payload()
+    torch.save(state, tmp_path / "tampered.pt")
+    with pytest.raises(CheckpointError, match="nothing from it was run"):
+        VisualProgressScorer.load(tmp_path / "tampered.pt")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"camera": "top"}, {"image_size": 8}, {"epochs": 0}, {"learning_rate": 0}, {"seed": 1.5}]
+)
+def test_visual_config_rejects_invalid_values(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        VisualProgressConfig(**kwargs)
+
+
+def _reaching(place: list[float], satisfied_at_end: bool) -> list[dict]:
+    """Lift observations whose gripper reaches the cube by frame 2; ``place`` is how far the cube rose."""
+    observations = []
+    for t, placed in enumerate(place):
+        features = np.zeros((4, 4), np.float32)
+        features[0] = (1.0, float(satisfied_at_end and t == len(place) - 1), float(t >= 2), placed)
+        observations.append({"instruction": "lift the red cube", "goal_features": features})
+    return observations
+
+
+def test_the_approach_scorer_rewards_reaching_without_grasping_as_much_as_a_real_lift() -> None:
+    hover = WorldModelQuery(_reaching([0.0] * 6, satisfied_at_end=False), [])
+    lift = WorldModelQuery(_reaching([0.0, 0.0, 0.0, 0.3, 0.7, 1.0], satisfied_at_end=True), [])
+    hover_hacked, lift_hacked = (
+        p.reward for p in ProgressWorldModel(ApproachProgressScorer(), k=2).predict([hover, lift])
+    )
+    hover_honest, lift_honest = (
+        p.reward for p in ProgressWorldModel(SimStateProgressScorer(), k=2).predict([hover, lift])
+    )
+    assert hover_hacked == pytest.approx(1.0) and hover_hacked >= lift_hacked
+    assert lift_honest > hover_honest + 0.5  # the sim-state scorer is not fooled by the hover
+
+
+def test_the_approach_scorer_is_unknown_without_goal_features() -> None:
+    item = ProgressInput("lift", states={"proprio": np.zeros((2, 9))})
+    assert ApproachProgressScorer().progress([item]) == [None]
+
+
+def _on_the_simulator(test: Callable[[], None]) -> Callable[[], None]:
+    """Marks a test long, slow and embodied (skipped with the reason when the stack is not built)."""
+    for mark in embodied_marks(pytest.mark.long, pytest.mark.slow):
+        test = mark(test)
+    return test
+
+
+@_on_the_simulator
+def test_a_visual_scorer_trained_on_rendered_lift_demos_ranks_a_success_above_a_failure() -> None:
+    from wmrl_envs.embodied.envs import RobosuiteEnv
+    from wmrl_envs.embodied.policies import ScriptedLiftPolicy
+    from wmrl_envs.embodied.visual import render_training_episodes
+
+    env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=32, object_states=True)
+    try:
+        train, train_outcomes = render_training_episodes(
+            env, ScriptedLiftPolicy(), episodes=2, max_steps=40, noise=0.3, seed=0
+        )
+        test, test_outcomes = render_training_episodes(
+            env, ScriptedLiftPolicy(), episodes=1, max_steps=40, noise=0.3, seed=100
+        )
+    finally:
+        env.close()
+    assert set(train_outcomes) == {True, False} and set(test_outcomes) == {True, False}
+    scorer = VisualProgressScorer(VisualProgressConfig(image_size=32, epochs=30))
+    report = scorer.fit(train, train_outcomes)
+    assert report["visual/final_loss"] < report["visual/first_loss"]
+    scores = [potential_progress(curve.progress) for curve in scorer.progress(test)]
+    successes = [s for s, ok in zip(scores, test_outcomes, strict=True) if ok]
+    failures = [s for s, ok in zip(scores, test_outcomes, strict=True) if not ok]
+    assert min(successes) > max(failures)
