@@ -545,7 +545,12 @@ def main() -> int:
             reply = ("error", type(exc).__name__, str(exc), traceback.format_exc())
         write_message(channel_out, reply)
         if operation == "close":
-            return 0
+            # The simulator is closed and the reply is out: skip the interpreter's teardown (MuJoCo's
+            # renderer, robosuite, torch), which takes seconds on a loaded host while the owner, shutting
+            # down after Ctrl-C/SIGTERM, waits for this process (seen: 4 workers x ~8 s).
+            channel_out.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 if __name__ == "__main__":
