@@ -1,7 +1,7 @@
 """``training.png`` answers "did training help, and at what cost?": checked on the matplotlib Figure.
 
-The metrics lines are shaped like a ``wmrl train`` run's ``metrics.jsonl`` (the trainers evaluate after a
-step, never at step 0), with made-up values: what is checked is how the figure presents them.
+The metrics lines are shaped like a ``wmrl train`` run's ``metrics.jsonl`` (with or without the Kaggle
+trainer's step-0 evaluation), with made-up values: what is checked is how the figure presents them.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from wmrl_adapters.train.plots import (
     EMBODIED_PANELS,
     KAGGLE_PANELS,
     START_UNKNOWN,
+    fair_baseline,
     plot_run,
     run_title,
     training_figure,
@@ -84,12 +85,12 @@ def test_a_step_zero_evaluation_is_drawn_as_the_start(close_figures: None) -> No
 
 
 def test_compute_charged_equal_to_spent_is_one_labelled_line(close_figures: None) -> None:
-    axis = _axis(training_figure(_lines(3, (3,), spent_share=1.0), KAGGLE_PANELS), "compute, s")
+    axis = _axis(training_figure(_lines(3, (3,), spent_share=1.0), KAGGLE_PANELS), "compute, CPU-s")
     assert _labels(axis) == ["charged_total = spent_total"]
 
 
 def test_compute_charged_and_spent_that_differ_have_distinct_styles(close_figures: None) -> None:
-    axis = _axis(training_figure(_lines(3, (3,), spent_share=0.3), KAGGLE_PANELS), "compute, s")
+    axis = _axis(training_figure(_lines(3, (3,), spent_share=0.3), KAGGLE_PANELS), "compute, CPU-s")
     lines = {line.get_label(): line for line in axis.get_lines()}
     assert {"charged_total", "spent_total"} <= set(lines)
     assert lines["charged_total"].get_linestyle() != lines["spent_total"].get_linestyle()
@@ -114,3 +115,39 @@ def test_the_png_of_a_run_directory_is_titled_with_env_algo_and_seed(tmp_path: P
     figure = training_figure(_lines(2, (2,), spent_share=0.5), title=run_title(config))
     assert figure.get_suptitle() == run_title(config)
     plt.close(figure)
+
+
+def _compare_run(runs: Path, algo: str, seed: int, lines: list[dict[str, float]]) -> Path:
+    """A run directory laid out as ``wmrl compare`` lays it out: ``<out>/runs/<algo>-s<seed>``."""
+    run_dir = runs / f"{algo}-s{seed}"
+    run_dir.mkdir(parents=True)
+    config = {"algo": algo, "seed": seed, "world_model": "rubric", "competitions": "train"}
+    (run_dir / "config.json").write_text(json.dumps(config))
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run_dir
+
+
+def test_a_compare_run_shows_the_start_and_anchors_only_of_the_same_seed_as_its_fair_baseline(
+    tmp_path: Path, close_figures: None
+) -> None:
+    runs = tmp_path / "compare" / "runs"
+    start = {"step": 0.0, "eval/position": 0.25}
+    baseline_lines = [start, *_lines(3, (3,), spent_share=1.0)]
+    _compare_run(runs, "anchors", 0, baseline_lines)
+    _compare_run(runs, "anchors", 1, [{"step": 3.0, "eval/position": 0.9}])
+    wmrl = _compare_run(runs, "wmrl", 0, [start, *_lines(3, (3,), spent_share=0.2)])
+    baseline = fair_baseline(wmrl)
+    assert baseline is not None and "anchors-only" in baseline.label
+    axis = _axis(training_figure(baseline_lines, KAGGLE_PANELS, baseline=baseline), "held-out position score")
+    drawn = next(line for line in axis.get_lines() if line.get_label() == baseline.label)
+    assert list(drawn.get_xdata()) == [0.0, 3.0], "seed 0's anchors-only run, from its start"
+    assert START_UNKNOWN not in _labels(axis) and "start 0.25" in [text.get_text() for text in axis.texts]
+    assert fair_baseline(runs / "anchors-s0") is None, "anchors-only is the baseline, it has none"
+    assert fair_baseline(_compare_run(runs, "wmrl", 2, [start])) is None, "no anchors-only run of seed 2"
+    [path] = plot_run([start, *_lines(3, (3,), spent_share=0.2)], wmrl / "plots")
+    assert path.is_file()
+
+
+def test_a_run_outside_a_comparison_has_no_baseline(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"algo": "wmrl", "seed": 0}))
+    assert fair_baseline(tmp_path) is None

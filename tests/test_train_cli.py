@@ -60,7 +60,7 @@ def test_train_writes_config_metrics_checkpoint_plots_and_says_where(trained):
     for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "summary.json", "plots/training.png"):
         assert (run / name).is_file(), name
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in lines] == [1.0, 2.0]
+    assert [line["step"] for line in lines] == [0.0, 1.0, 2.0], "the initial policy is evaluated first"
     for key in (
         "wmrl/anchor_weight",
         "cost/real_steps",
@@ -75,6 +75,46 @@ def test_train_writes_config_metrics_checkpoint_plots_and_says_where(trained):
     assert "eval/position" in lines[-1] and "eval/valid_rate" in lines[-1]
     assert lines[-1]["compute/charged_total"] >= lines[-1]["compute/spent_total"] > 0
     assert f"metrics: {run / 'metrics.jsonl'}" in result.stdout and "plots:" in result.stdout
+
+
+CPU_PARTS = (
+    "compute/sandbox_cpu_charged",
+    "compute/world_model_cpu_s",
+    "compute/policy_sample_cpu_s",
+    "compute/policy_update_cpu_s",
+)
+
+
+@pytest.mark.integration
+def test_train_charges_one_unit_cpu_seconds_the_total_being_the_sum_of_its_parts(trained):
+    root, result = trained
+    lines = [json.loads(line) for line in (root / "run" / "metrics.jsonl").read_text().splitlines()]
+    for line in lines[1:]:
+        assert line["compute/charged_total"] == pytest.approx(sum(line[key] for key in CPU_PARTS))
+        assert line["compute/policy_sample_cpu_s"] > 0, "sampling the rollouts is charged"
+        assert line["compute/policy_update_cpu_s"] > 0 and line["compute/world_model_cpu_s"] > 0
+        assert line["compute/sandbox_cpu_charged"] > 0, "the anchor group ran for real"
+        assert line["time/policy_sample_seconds"] > 0, "wall seconds are kept, apart, under time/"
+        assert not {"compute/policy_seconds", "compute/world_model_seconds"} & set(line), "no wall time"
+    assert all(lines[2][key] >= lines[1][key] for key in CPU_PARTS), "totals so far, never per step"
+    assert "compute charged " in result.stdout and " CPU-s (sandbox " in result.stdout
+
+
+@pytest.mark.integration
+def test_train_prints_the_held_out_start_and_end_with_their_paired_change(trained):
+    root, result = trained
+    start, *_, end = [json.loads(line) for line in (root / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert set(start) == {"step"} | {key for key in start if key.startswith("eval/")}
+    summary = json.loads((root / "run" / "summary.json").read_text())
+    assert summary["held_out"]["start"]["mean"] == start["eval/position"]
+    assert summary["held_out"]["end"]["mean"] == end["eval/position"]
+    printed = [line for line in result.stdout.splitlines() if line.startswith("held-out at step ")]
+    one_episode = "± unknown (1 episode)"  # one episode has no standard error
+    assert printed[0] == printed[1] == f"held-out at step 0: {start['eval/position']:.3f} {one_episode}"
+    assert printed[2].startswith(f"held-out at step 2: {end['eval/position']:.3f} {one_episode}; ")
+    change = end["eval/position"] - start["eval/position"]
+    assert printed[2].endswith(f"change {change:+.3f} ± unknown (paired: same tasks and seeds, 1 pair)")
+    assert len(printed) == 3, "the start when it is measured, then the start and the end at the finish"
 
 
 @pytest.mark.integration
@@ -97,7 +137,9 @@ def test_resume_with_more_steps_extends_a_finished_run(trained, tmp_path):
     result = run_wmrl("train", "--resume", str(run), "--steps", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in lines] == [1.0, 2.0, 3.0]
+    assert [line["step"] for line in lines] == [0.0, 1.0, 2.0, 3.0], "the recorded start is kept, once"
+    assert "held-out at step 0: " not in result.stdout.split("done: ")[0], "the start is not evaluated again"
+    assert "held-out at step 3: " in result.stdout
     assert json.loads((run / "config.json").read_text())["steps"] == 3
     assert "done: 3 steps" in result.stdout
     assert torch.load(run / "checkpoint.pt", weights_only=True)["state"]["step"] == 3  # plain data

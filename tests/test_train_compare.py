@@ -89,8 +89,8 @@ def test_compare_writes_the_table_and_skips_complete_runs_when_run_again(tmp_pat
     assert "| wmrl |" in (tmp_path / "table.md").read_text()
     summary = json.loads((tmp_path / "runs" / "wmrl-s0" / "summary.json").read_text())
     curve = eval_curve([summary])
-    assert len(curve) == 2, "an evaluation after each of the 2 steps: one curve point each"
-    assert curve[0][0] < curve[1][0], "compute grows along the curve"
+    assert len(curve) == 3, "the start (step 0), then an evaluation after each of the 2 steps"
+    assert curve[0][0] == 0.0 < curve[1][0] < curve[2][0], "compute grows along the curve from none"
     assert all(0.0 <= position <= 1.0 for _, position in curve)
     second = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert second.returncode == 0 and second.stdout.count("complete, skipped") == 2

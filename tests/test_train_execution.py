@@ -1,4 +1,5 @@
-"""Tests of wmrl_adapters.train.execution: the execution cache charges hits at cost; real runs are counted.
+"""Tests of wmrl_adapters.train.execution: the execution cache charges hits at cost; real runs are counted;
+the in-process compute (policy, world model) is measured in CPU-seconds, not wall seconds.
 
 The cache must never change a grade: it keys on the competition's content, it sees only actions the
 env accepts, and it replays only definite outcomes (real bubblewrap sandbox, built-in suite).
@@ -9,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,15 @@ from typing import Any
 import pandas as pd
 import pytest
 from wmrl_adapters.train.design_policy import design_action
-from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+from wmrl_adapters.train.evaluate import evaluate_policy
+from wmrl_adapters.train.execution import (
+    CachedKaggleEnv,
+    ComputeMeter,
+    CpuClock,
+    CpuTimedPolicy,
+    CpuTimedWorldModel,
+    ExecutionCache,
+)
 
 from wmrl_algos.errors import SandboxError
 from wmrl_envs.kaggle.competition import Competition, load_mlebench_competition
@@ -275,3 +286,107 @@ def test_a_checkpointed_cache_of_the_current_format_is_restored_whole() -> None:
     restored = ExecutionCache()
     restored.load_state_dict(cache.state_dict())
     assert restored.state_dict() == cache.state_dict() and len(restored) == 1
+
+
+def test_a_cpu_clock_charges_this_process_cpu_not_the_time_spent_waiting() -> None:
+    clock = CpuClock()
+    with clock.measure():
+        time.sleep(0.3)
+    assert clock.wall_s >= 0.3
+    assert clock.cpu_s < 0.1, "sleeping burns no CPU: a loaded machine's waiting is not charged"
+
+
+def _burn(cpu_s: float) -> None:
+    """Spin until the calling thread has used ``cpu_s`` CPU-seconds of its own."""
+    end = time.thread_time() + cpu_s
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_cpu_clock_charges_the_work_of_every_thread_of_this_process() -> None:
+    clock = CpuClock()
+    with clock.measure():
+        worker = threading.Thread(target=_burn, args=(0.2,))
+        worker.start()
+        worker.join()
+    assert clock.cpu_s >= 0.2, "torch's intra-op threads are charged like the calling thread"
+
+
+class _BurningPolicy:
+    """A policy whose sampling costs 0.05 CPU-seconds; it echoes the contexts it was given."""
+
+    def act(self, observations: Any, infos: Any, contexts: Any = None) -> list[Any]:
+        _burn(0.05)
+        return list(contexts) if contexts is not None else list(observations)
+
+
+class _BurningWorldModel:
+    """A world model whose prediction costs 0.05 CPU-seconds and fails on its second batch."""
+
+    name = "burner"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.observed: list[Any] = []
+
+    def predict(self, queries: Any) -> list[None]:
+        self.calls += 1
+        _burn(0.05)
+        if self.calls == 2:
+            raise RuntimeError("the world model server went away")
+        return [None] * len(queries)
+
+    def observe(self, queries: Any, rewards: Any) -> None:
+        self.observed.append((queries, rewards))
+
+
+def test_policy_sampling_and_world_model_predictions_are_charged_even_when_they_fail() -> None:
+    sample, predict = CpuClock(), CpuClock()
+    policy = CpuTimedPolicy(_BurningPolicy(), sample)
+    assert policy.act(["o1", "o2"], [{}, {}], contexts=["c1", "c2"]) == ["c1", "c2"]
+    assert sample.cpu_s >= 0.05
+    inner = _BurningWorldModel()
+    world_model = CpuTimedWorldModel(inner, predict)
+    assert world_model.name == "burner" and world_model.predict(["q"]) == [None]
+    with pytest.raises(RuntimeError, match="went away"):
+        world_model.predict(["q"])
+    assert predict.cpu_s >= 0.1, "a failed batch cost CPU too"
+    world_model.observe(["q"], [0.5])  # everything but predict is the model's own
+    assert inner.observed == [(["q"], [0.5])]
+    restored = CpuClock()
+    restored.load_state_dict(predict.state_dict())
+    assert restored == predict
+
+
+class _WritesOneDesign:
+    """The design agent's default design on every episode (a real, cheap solution)."""
+
+    def __init__(self, competition: Competition) -> None:
+        self.action = design_action(Design(model="linear"), competition)
+
+    def act(self, observations: Any, infos: Any, contexts: Any = None) -> list[str]:
+        return [self.action] * len(observations)
+
+
+@pytest.mark.integration
+def test_an_evaluation_episode_lost_to_the_infrastructure_is_excluded_and_counted_never_zero(
+    concrete: Competition, strict_bubblewrap: BubblewrapSandbox
+) -> None:
+    result = evaluate_policy(
+        _WritesOneDesign(concrete),
+        [concrete],
+        samples=2,
+        max_turns=1,
+        sandbox=_FailsOnce(strict_bubblewrap),  # the first episode's only execution fails
+        timeout_s=60.0,
+        memory_mb=1024,
+        workers=1,
+    )
+    first, second = result.positions
+    assert first is None and second is not None and second > 0
+    assert result.unknown == 1 and result.episodes == 2
+    assert result.position == second, "the unknown episode is excluded from the mean, not scored 0"
+    assert result.valid == 1.0 and result.position_se is None
+    metrics = result.metrics()
+    assert metrics["eval/unknown"] == 1.0 and metrics["eval/position"] == second
+    assert "(2 episodes, 1 unknown: excluded)" in result.held_out(0).text()

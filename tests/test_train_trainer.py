@@ -1,8 +1,11 @@
-"""Tests of the trainer (wmrl_adapters.train.trainer): algorithms, exact resume after SIGKILL, failures."""
+"""Tests of the trainer (wmrl_adapters.train.trainer): algorithms, exact resume after SIGKILL, failures,
+the step-0 evaluation and its paired change, and compute in one unit (CPU-seconds).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -12,6 +15,7 @@ import time
 import pytest
 from _helpers import TINY_GROUP_ARGS
 from wmrl_adapters.train.config import ALGOS, TrainConfig
+from wmrl_adapters.train.evaluate import HeldOutScore, describe_held_out, paired_change
 from wmrl_adapters.train.execution import ExecutionCache
 from wmrl_adapters.train.trainer import (
     Trainer,
@@ -162,3 +166,54 @@ def test_policy_llm_builds_the_llm_agent_as_a_trainable_policy():
     policy = build_policy(TrainConfig(policy="llm", seed=3), lambda competition_id: None)
     assert isinstance(policy, TrainablePolicy)
     assert type(policy).__name__ == "LLMAgent"
+
+
+class _CtrlCOnFirstPrediction:
+    """A world model that raises KeyboardInterrupt at its first prediction: Ctrl-C in the middle of step 1.
+
+    A test double: a real Ctrl-C cannot be timed to land inside step 1.
+    """
+
+    name = "ctrl-c"
+
+    def predict(self, queries):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.integration
+def test_a_fresh_run_evaluates_its_start_once_and_a_resumed_run_keeps_it(tmp_path):
+    settings = {**TINY, "steps": 1, "eval_samples": 1, "eval_competitions": "titanic-survival"}
+    config = TrainConfig(algo="wm", world_model="rubric", **settings)
+    trainer = Trainer(config, tmp_path / "run")
+    trainer.rollout.world_model = _CtrlCOnFirstPrediction()
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    [start] = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert start["step"] == 0.0 and math.isfinite(start["eval/position"]) and start["eval/episodes"] == 1
+    assert {key for key in start if key != "step"} == {key for key in start if key.startswith("eval/")}
+    summary = Trainer(config, tmp_path / "run", resume=True).run()  # from the step-0 checkpoint
+    lines = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert [line["step"] for line in lines] == [0.0, 1.0] and lines[0] == start
+    assert summary["eval_compute"]["executions"] == 2, "the start was not evaluated again"
+    held_out = summary["held_out"]
+    assert held_out["start"]["step"] == 0 and held_out["end"]["step"] == 1
+    assert held_out["start"]["mean"] == start["eval/position"]
+    assert held_out["start"]["episode_keys"] == held_out["end"]["episode_keys"] == ["titanic-survival#0"]
+    text = describe_held_out(held_out)
+    assert text[0].startswith("held-out at step 0: ") and "(1 episode)" in text[0]
+    assert "; change " in text[1] and "(paired: same tasks and seeds, 1 pair)" in text[1]
+
+
+def test_the_change_is_paired_by_episode_and_leaves_unknown_episodes_out():
+    keys = ("a#0", "a#1", "b#0", "b#1")
+    start = HeldOutScore(0, None, None, 4, 1, (0.5, 0.25, None, 0.75), keys)
+    end = HeldOutScore(6, None, None, 4, 1, (1.0, 0.75, 0.5, None), keys[::-1])  # another order
+    change = paired_change(start, end)
+    assert change is not None and change.pairs == 2  # a#1 and a#0: the only episodes known at both
+    assert change.mean == pytest.approx(((0.5 - 0.25) + (0.75 - 0.5)) / 2)
+    assert change.se == pytest.approx(0.0), "the same gain on both pairs: no paired spread"
+    elsewhere = HeldOutScore(6, 0.9, None, 1, 0, (0.9,), ("c#0",))
+    assert paired_change(start, elsewhere) is None, "other tasks: no pairs, no change"
+    no_start = describe_held_out({"end": elsewhere.to_dict()})
+    assert no_start == ["held-out at step 6: 0.900 ± unknown (1 episode); change unknown (the run has no "
+                        "step-0 evaluation)"]  # fmt: skip

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         _print_embodied(summary, run_dir)
         return 0
-    from wmrl_adapters.train.evaluate import resolve_competitions
+    from wmrl_adapters.train.evaluate import describe_held_out, resolve_competitions
 
     from wmrl_envs.kaggle.suite import load_suite
 
@@ -194,14 +194,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"done: {summary['steps']} steps, real executions {final.get('compute/real_executions', 0):.0f} "
         f"(cache hits {final.get('compute/cache_hits', 0):.0f}), compute charged "
-        f"{final.get('compute/charged_total', 0):.1f} s, spent {final.get('compute/spent_total', 0):.1f} s"
+        f"{final.get('compute/charged_total', 0):.1f} CPU-s (sandbox "
+        f"{final.get('compute/sandbox_cpu_charged', 0):.1f}, world model "
+        f"{final.get('compute/world_model_cpu_s', 0):.1f}, policy sampling "
+        f"{final.get('compute/policy_sample_cpu_s', 0):.1f} + update "
+        f"{final.get('compute/policy_update_cpu_s', 0):.1f}), spent {final.get('compute/spent_total', 0):.1f}"
     )
+    for line in describe_held_out(summary.get("held_out", {})):
+        print(line)
     if summary["eval"]:
         result = summary["eval"]
         print(
-            f"held-out: position {result.get('eval/position', float('nan')):.3f}, valid "
-            f"{result.get('eval/valid_rate', float('nan')):.2f}, above median "
-            f"{result.get('eval/above_median_rate', float('nan')):.2f}, "
+            f"held-out rates at the end: valid {result.get('eval/valid_rate', float('nan')):.2f}, above "
+            f"median {result.get('eval/above_median_rate', float('nan')):.2f}, "
             f"medal {result.get('eval/medal_rate', float('nan')):.2f}"
         )
     print(f"metrics: {run_dir / 'metrics.jsonl'}")

@@ -6,6 +6,14 @@ holds. Every episode is run for real with up to ``max_turns`` executions; an epi
 execution, as a Kaggle entry counts its best submission. Its compute goes into its own
 :class:`~wmrl_adapters.train.execution.ComputeMeter`, never into training compute.
 
+Why per-episode positions: a held-out mean over 8 episodes has a standard error of about 0.05, as large
+as the effects in question, so every mean is reported with its s.e., and "did training help" is the
+*paired* change between two evaluations of the same episodes (the same competitions and reset seeds:
+:func:`paired_change`), whose s.e. removes the tasks' own spread. An episode whose executions all failed
+for the infrastructure's reasons (``sandbox_error``) has an unknown position (``None``): it is excluded
+from the means and counted, never scored 0. A solution that fails (an error, a timeout, no valid
+submission) has failed: position 0.
+
 Competitions: the suite's held-out split (default), suite ids, or any competition directory in the
 suite's format, MLE-bench's (``prepared/public``; the metric, the hidden answers and the sample
 submission from its ``config.yaml``, see :func:`wmrl_envs.kaggle.competition.load_mlebench_competition`)
@@ -23,8 +31,9 @@ command line (:func:`refuse_unsafe_from_file`), and the result then says the sol
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +47,39 @@ from wmrl_envs.kaggle.suite import KaggleSuite, load_suite
 from wmrl_envs.rollouts import TurnContext
 from wmrl_envs.sandbox.base import Sandbox
 
-__all__ = ["EvalResult", "resolve_competitions", "evaluate_policy", "refuse_unsafe_from_file", "main"]
+__all__ = [
+    "EvalResult",
+    "HeldOutScore",
+    "PairedChange",
+    "describe_held_out",
+    "evaluate_policy",
+    "main",
+    "mean_se",
+    "paired_change",
+    "refuse_unsafe_from_file",
+    "resolve_competitions",
+]
 
 SANDBOXES: tuple[str, ...] = ("local", "docker", "unsafe")
 """The backends ``wmrl eval --sandbox`` accepts (``unsafe``: no isolation)."""
+
+
+def mean_se(values: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """The mean of the known values, its standard error (sample SD / sqrt(n)) and n.
+
+    ``None`` values are unknown: excluded. The mean is ``None`` without a known value, the s.e. with
+    fewer than two.
+
+    Example:
+        >>> mean_se([0.25, None, 0.75])
+        (0.5, 0.25, 2)
+    """
+    known = [float(v) for v in values if v is not None]
+    if not known:
+        return None, None, 0
+    mean = float(np.mean(known))
+    se = float(np.std(known, ddof=1) / math.sqrt(len(known))) if len(known) > 1 else None
+    return mean, se, len(known)
 
 
 @dataclass(frozen=True)
@@ -49,19 +87,22 @@ class EvalResult:
     """Held-out metrics of one evaluation.
 
     Attributes:
-        position: mean over episodes of the best execution's private leaderboard position score (0 for
-            an episode without a valid submission).
-        above_median: share of episodes whose best submission is above the leaderboard median.
-        medal: share of episodes with a medal.
-        valid: share of episodes with at least one valid submission.
-        episodes: episodes evaluated.
-        per_competition: mean position per competition.
+        position: mean over the known episodes of the best execution's private leaderboard position
+            score (0 for an episode without a valid submission); ``None`` when no episode is known.
+        above_median: share of the known episodes whose best submission is above the leaderboard median.
+        medal: share of the known episodes with a medal.
+        valid: share of the known episodes with at least one valid submission.
+        episodes: episodes evaluated (known and unknown).
+        per_competition: mean position per competition (over its known episodes).
         compute: the evaluation's own compute meter totals.
         backends: the sandbox backends that ran the executions (sorted).
         isolated: ``False`` when any execution ran unisolated (the ``unsafe`` backend).
+        positions: each episode's position, in episode order (``None``: unknown, every execution failed
+            for the infrastructure's reasons).
+        episode_keys: each episode's ``"<competition id>#<reset seed>"``: what pairs two evaluations.
     """
 
-    position: float
+    position: float | None
     above_median: float
     medal: float
     valid: float
@@ -70,22 +111,177 @@ class EvalResult:
     compute: dict[str, float]
     backends: tuple[str, ...]
     isolated: bool
+    positions: tuple[float | None, ...] = ()
+    episode_keys: tuple[str, ...] = ()
+
+    @property
+    def unknown(self) -> int:
+        """Episodes with an unknown position (excluded from every mean)."""
+        return sum(position is None for position in self.positions)
+
+    @property
+    def position_se(self) -> float | None:
+        """The standard error of :attr:`position` over the known episodes (``None`` with fewer than 2)."""
+        return mean_se(self.positions)[1]
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
-        """Namespaced scalars (``eval/position``, ``eval/medal_rate``...; ``eval/isolated`` is 0 when
-        any execution ran unisolated)."""
+        """Namespaced scalars (``eval/position``, ``eval/position_se``, ``eval/unknown``, ...; NaN where
+        a value is unknown, ``eval/unknown`` says how many episodes were; ``eval/isolated`` is 0 when any
+        execution ran unisolated)."""
+        se = self.position_se
         out = {
-            f"{prefix}/position": self.position,
+            f"{prefix}/position": math.nan if self.position is None else self.position,
+            f"{prefix}/position_se": math.nan if se is None else se,
             f"{prefix}/isolated": float(self.isolated),
             f"{prefix}/above_median_rate": self.above_median,
             f"{prefix}/medal_rate": self.medal,
             f"{prefix}/valid_rate": self.valid,
             f"{prefix}/episodes": float(self.episodes),
+            f"{prefix}/unknown": float(self.unknown),
             f"{prefix}/sandbox_cpu_charged": self.compute["charged_cpu_s"],
             f"{prefix}/sandbox_cpu_spent": self.compute["spent_cpu_s"],
         }
         out.update({f"{prefix}/position/{key}": value for key, value in self.per_competition.items()})
         return out
+
+    def held_out(self, step: int) -> HeldOutScore:
+        """This evaluation as the :class:`HeldOutScore` of step ``step``."""
+        mean, se, _ = mean_se(self.positions)
+        return HeldOutScore(
+            step=step,
+            mean=mean,
+            se=se,
+            episodes=self.episodes,
+            unknown=self.unknown,
+            positions=self.positions,
+            episode_keys=self.episode_keys,
+        )
+
+
+@dataclass(frozen=True)
+class HeldOutScore:
+    """The held-out position of one evaluation point, with what pairs it to another.
+
+    Attributes:
+        step: the training step evaluated (0: the initial policy).
+        mean: mean position over the known episodes (``None``: none known).
+        se: its standard error (``None`` with fewer than two known episodes).
+        episodes: episodes evaluated (known and unknown).
+        unknown: episodes with an unknown position (excluded).
+        positions: each episode's position (``None``: unknown).
+        episode_keys: each episode's ``"<competition id>#<reset seed>"``.
+
+    Example:
+        >>> HeldOutScore(0, 0.61, 0.04, 8, 0, (), ()).text()
+        'held-out at step 0: 0.610 ± 0.040 (8 episodes)'
+    """
+
+    step: int
+    mean: float | None
+    se: float | None
+    episodes: int
+    unknown: int
+    positions: tuple[float | None, ...]
+    episode_keys: tuple[str, ...]
+
+    def text(self) -> str:
+        """``held-out at step S: MEAN ± SE (N episodes[, U unknown: excluded])``."""
+        unknown = f", {self.unknown} unknown: excluded" if self.unknown else ""
+        score = f"{_number(self.mean)} ± {_number(self.se)}"
+        return f"held-out at step {self.step}: {score} ({_count(self.episodes, 'episode')}{unknown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``summary.json``, checkpoints)."""
+        return {**asdict(self), "positions": list(self.positions), "episode_keys": list(self.episode_keys)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HeldOutScore:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            step=int(data["step"]),
+            mean=data["mean"],
+            se=data["se"],
+            episodes=int(data["episodes"]),
+            unknown=int(data["unknown"]),
+            positions=tuple(data["positions"]),
+            episode_keys=tuple(data["episode_keys"]),
+        )
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    """The change of the held-out position between two evaluations of the same episodes.
+
+    Attributes:
+        mean: mean over the pairs of (later position - earlier position).
+        se: the paired standard error (SD of the per-episode differences / sqrt(pairs)); ``None`` with
+            fewer than two pairs.
+        pairs: episodes known at both points (the same competition and reset seed).
+    """
+
+    mean: float
+    se: float | None
+    pairs: int
+
+    def text(self) -> str:
+        """``change +0.130 ± 0.040 (paired: same tasks and seeds, 8 pairs)``."""
+        pairs = _count(self.pairs, "pair")
+        return f"change {self.mean:+.3f} ± {_number(self.se)} (paired: same tasks and seeds, {pairs})"
+
+
+def _number(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3f}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def paired_change(start: HeldOutScore, end: HeldOutScore) -> PairedChange | None:
+    """The paired change from ``start`` to ``end`` over the episodes known at both (matched by key).
+
+    Returns:
+        ``None`` when no episode is known at both points (e.g. the two evaluated other competitions).
+
+    Example:
+        >>> keys = ("a#0", "a#1", "b#0")
+        >>> start = HeldOutScore(0, None, None, 3, 1, (0.5, None, 0.25), keys)
+        >>> paired_change(start, HeldOutScore(4, None, None, 3, 0, (0.75, 1.0, 0.75), keys))
+        PairedChange(mean=0.375, se=0.125, pairs=2)
+    """
+    earlier = dict(zip(start.episode_keys, start.positions, strict=True))
+    differences: list[float | None] = [
+        later - earlier[key]  # type: ignore[operator]
+        for key, later in zip(end.episode_keys, end.positions, strict=True)
+        if later is not None and earlier.get(key) is not None
+    ]
+    mean, se, pairs = mean_se(differences)
+    return None if mean is None else PairedChange(mean=mean, se=se, pairs=pairs)
+
+
+def describe_held_out(held_out: Mapping[str, Any]) -> list[str]:
+    """The lines ``wmrl train`` prints from a summary's ``held_out`` (start, end, paired change).
+
+    Example:
+        >>> start = HeldOutScore(0, 0.5, 0.1, 2, 0, (0.4, 0.6), ("a#0", "a#1")).to_dict()
+        >>> end = HeldOutScore(3, 0.75, 0.05, 2, 0, (0.7, 0.8), ("a#0", "a#1")).to_dict()
+        >>> first, second = describe_held_out({"start": start, "end": end})
+        >>> first
+        'held-out at step 0: 0.500 ± 0.100 (2 episodes)'
+        >>> for part in second.split("; "): print(part)
+        held-out at step 3: 0.750 ± 0.050 (2 episodes)
+        change +0.250 ± 0.050 (paired: same tasks and seeds, 2 pairs)
+    """
+    start = HeldOutScore.from_dict(held_out["start"]) if held_out.get("start") else None
+    end = HeldOutScore.from_dict(held_out["end"]) if held_out.get("end") else None
+    lines = [start.text()] if start is not None else []
+    if end is None or (start is not None and end.step == start.step):
+        return lines
+    if start is None:
+        return [f"{end.text()}; change unknown (the run has no step-0 evaluation)"]
+    change = paired_change(start, end)
+    lines.append(f"{end.text()}; {change.text() if change else 'change unknown (no episode known at both)'}")
+    return lines
 
 
 def resolve_competitions(
@@ -273,27 +469,44 @@ def evaluate_policy(
                 progress(len(live))
     for env in envs:
         env.close()
-    positions, above, medals, valid = [], [], [], []
-    per_competition: dict[str, list[float]] = {}
-    for (competition, _), info in zip(episodes, best, strict=True):
-        ok = info is not None and info.get("status") == "valid" and info.get("position") is not None
-        position = float(info["position"]) if ok else 0.0  # type: ignore[index]
-        positions.append(position)
-        valid.append(float(ok))
-        above.append(float(bool(ok and info.get("above_median"))))  # type: ignore[union-attr]
-        medals.append(float(bool(ok and info.get("medal"))))  # type: ignore[union-attr]
+    positions: list[float | None] = []
+    graded: list[dict[str, Any]] = []  # the best valid submission of each known episode that has one
+    failed = 0  # known episodes without a valid submission
+    for info, history in zip(best, histories, strict=True):
+        if info is not None and info.get("status") == "valid" and info.get("position") is not None:
+            positions.append(float(info["position"]))
+            graded.append(info)
+        elif any(step.get("status") == "sandbox_error" for step in history["infos"][1:]):
+            positions.append(None)  # the infrastructure may have hidden a valid submission: unknown
+        else:
+            positions.append(0.0)  # every execution failed on its own account: a failure
+            failed += 1
+    known = len(graded) + failed
+    per_competition: dict[str, list[float | None]] = {}
+    for (competition, _), position in zip(episodes, positions, strict=True):
         per_competition.setdefault(competition.id, []).append(position)
     return EvalResult(
-        position=float(np.mean(positions)),
-        above_median=float(np.mean(above)),
-        medal=float(np.mean(medals)),
-        valid=float(np.mean(valid)),
+        position=mean_se(positions)[0],
+        above_median=_share(sum(bool(info.get("above_median")) for info in graded), known),
+        medal=_share(sum(bool(info.get("medal")) for info in graded), known),
+        valid=_share(len(graded), known),
         episodes=len(episodes),
-        per_competition={key: float(np.mean(values)) for key, values in per_competition.items()},
+        per_competition={
+            key: mean
+            for key, values in per_competition.items()
+            if (mean := mean_se(values)[0]) is not None
+        },
         compute=meter.state_dict(),
         backends=tuple(sorted(backends)),
         isolated=isolated,
+        positions=tuple(positions),
+        episode_keys=tuple(f"{competition.id}#{k}" for competition, k in episodes),
     )
+
+
+def _share(count: int, known: int) -> float:
+    """``count / known`` (NaN without a known episode)."""
+    return count / known if known else math.nan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -381,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(--sandbox unsafe)"
         )
     print(
-        f"  mean position score {result.position:.3f}   above median {result.above_median:.2f}   "
+        f"  {result.held_out(trainer.step).text()}   above median {result.above_median:.2f}   "
         f"medal {result.medal:.2f}   valid {result.valid:.2f}"
     )
     for competition, position in result.per_competition.items():

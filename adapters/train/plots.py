@@ -8,8 +8,13 @@ The diagnostics explain a WMRL result: whether the world model's scores track th
 predicted vs calibrated reward), how much Online Debiasing removed (bias reduction) and how much IVD
 trusted the anchors (anchor weight).
 
-Why the start marker: the trainers evaluate after a step, never before the first, so a run's curve has
-no start value. The panel says so at step 0 instead of letting the first point pass for the start.
+Why the start and the fair baseline: a held-out score means something only against where the policy
+started and against what the same real executions give without the world model. The Kaggle trainer
+evaluates the initial policy (a ``step: 0`` line), drawn and labelled as the start; a run without one
+(the embodied trainer, a run of an older wmrl) carries a "start unknown" marker at step 0 instead, so
+its first point never passes for the start. A run of ``wmrl compare`` (``<out>/runs/<algo>-s<seed>``)
+whose algorithm uses a world model also shows anchors-only GRPO of the same seed
+(:func:`fair_baseline`): the same anchor executions, no world model.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ __all__ = [
     "EMBODIED_PANELS",
     "KAGGLE_PANELS",
     "START_UNKNOWN",
+    "Baseline",
     "Panel",
+    "fair_baseline",
     "plot_run",
     "run_title",
     "training_figure",
@@ -33,6 +40,51 @@ __all__ = [
 
 START_UNKNOWN = "step 0: not evaluated (start unknown)"
 """The label of the start marker of an evaluation panel whose run has no step-0 evaluation."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Another run's evaluations, drawn on the evaluation panels as the run's fair baseline.
+
+    Attributes:
+        label: the legend's label (what the baseline is).
+        lines: the baseline run's metrics lines (each panel draws its own evaluation key from them).
+
+    Example:
+        >>> Baseline("anchors-only GRPO", ({"step": 0.0, "eval/position": 0.6},)).label
+        'anchors-only GRPO'
+    """
+
+    label: str
+    lines: tuple[Mapping[str, float], ...]
+
+
+def fair_baseline(run_dir: Path) -> Baseline | None:
+    """The fair baseline a run directory knows: anchors-only GRPO of the same seed in ``wmrl compare``.
+
+    A ``wmrl compare`` run lives in ``<out>/runs/<algo>-s<seed>``; for an algorithm that uses a world
+    model, ``<out>/runs/anchors-s<seed>`` executed the same anchor groups (same plan, same seed) and
+    trained on them alone: the baseline the world model has to beat.
+
+    Returns:
+        ``None`` when there is none: not a compare run, an algorithm without a world model, or no
+        evaluated anchors-only run (yet).
+    """
+    from wmrl_adapters.train.rundir import METRICS, read_metrics
+
+    from wmrl_algos.algorithms import ALGORITHMS
+
+    config_path = run_dir / "config.json"
+    if run_dir.parent.name != "runs" or not config_path.is_file():
+        return None
+    config = json.loads(config_path.read_text())
+    algo = ALGORITHMS.get(config.get("algo"))
+    if algo is None or not algo.uses_world_model:
+        return None
+    lines = read_metrics(run_dir.parent / f"anchors-s{config.get('seed')}" / METRICS)
+    if not any(key.startswith("eval/") for line in lines for key in line):
+        return None
+    return Baseline("anchors-only GRPO, same seed (fair baseline)", tuple(lines))
 
 
 @dataclass(frozen=True)
@@ -67,7 +119,7 @@ KAGGLE_PANELS: tuple[Panel, ...] = (
         references=((0.5, "leaderboard median (~0.5)"), (1.0, "best reference solution (1.0)")),
         evaluation=True,
     ),
-    Panel("compute, s", ("compute/charged_total", "compute/spent_total")),
+    Panel("compute, CPU-s", ("compute/charged_total", "compute/spent_total")),
     Panel("reward (ladder value)", ("reward/real_mean", "reward/predicted_mean", "reward/calibrated_mean")),
     Panel("anchor weight (IVD)", ("wmrl/anchor_weight",), references=((1.0, "plain GRPO weight (1)"),)),
     Panel("bias reduction (OD)", ("wmrl/bias_reduction",), references=((0.0, "no reduction"),)),
@@ -137,7 +189,9 @@ def _same(first: Sequence[tuple[float, float]], second: Sequence[tuple[float, fl
     )
 
 
-def _draw(axis: Any, panel: Panel, lines: Sequence[Mapping[str, float]]) -> None:
+def _draw(
+    axis: Any, panel: Panel, lines: Sequence[Mapping[str, float]], baseline: Baseline | None = None
+) -> None:
     drawn: list[tuple[list[tuple[float, float]], list[str]]] = []
     for key in panel.keys:
         points = _series(lines, key)
@@ -162,6 +216,10 @@ def _draw(axis: Any, panel: Panel, lines: Sequence[Mapping[str, float]]) -> None
             label=" = ".join(labels),
         )
     evaluated = _series(lines, panel.keys[0]) if panel.evaluation else []
+    reference = _series(baseline.lines, panel.keys[0]) if evaluated and baseline is not None else []
+    if reference:
+        steps, values = zip(*reference, strict=True)
+        axis.plot(steps, values, "-.", color="dimgrey", marker="s", markersize=4, label=baseline.label)
     if evaluated:
         (first_step, first_value), (last_step, last_value) = evaluated[0], evaluated[-1]
         if first_step == 0:
@@ -195,7 +253,11 @@ def _draw(axis: Any, panel: Panel, lines: Sequence[Mapping[str, float]]) -> None
 
 
 def training_figure(
-    lines: Sequence[Mapping[str, float]], panels: Sequence[Panel] = KAGGLE_PANELS, *, title: str | None = None
+    lines: Sequence[Mapping[str, float]],
+    panels: Sequence[Panel] = KAGGLE_PANELS,
+    *,
+    title: str | None = None,
+    baseline: Baseline | None = None,
 ) -> Any:
     """The matplotlib ``Figure`` of ``panels`` against the step, in two rows (the caller closes it).
 
@@ -205,6 +267,7 @@ def training_figure(
         lines: the run's metrics lines (``metrics.jsonl``), each with a ``step``.
         panels: the panels, in reading order.
         title: the figure's title (:func:`run_title`); ``None``: none.
+        baseline: the run's fair baseline, drawn on the evaluation panels (:func:`fair_baseline`).
     """
     import matplotlib
 
@@ -218,7 +281,7 @@ def training_figure(
         unused.set_visible(False)
     last = max((float(line["step"]) for line in lines), default=1.0)
     for axis, panel in zip(axes.flat, panels, strict=False):
-        _draw(axis, panel, lines)
+        _draw(axis, panel, lines, baseline)
         axis.set_title(panel.title)
         axis.set_xlim(-0.3, last + 0.3)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -237,7 +300,8 @@ def plot_run(
     """Write ``training.png`` (:func:`training_figure`) into ``out_dir``; returns the files.
 
     The figure's title names the run: :func:`run_title` of ``out_dir/../config.json``, the config of
-    the run directory whose ``plots`` folder ``out_dir`` is (no title without one).
+    the run directory whose ``plots`` folder ``out_dir`` is (no title without one); the evaluation
+    panels show that run's :func:`fair_baseline` when it has one.
 
     Args:
         lines: the run's metrics lines (``metrics.jsonl``), each with a ``step``.
@@ -249,7 +313,8 @@ def plot_run(
     """
     config_path = out_dir.parent / "config.json"
     title = run_title(json.loads(config_path.read_text())) if config_path.is_file() else None
-    figure = training_figure(lines, panels, title=title)  # selects the headless backend first
+    baseline = fair_baseline(out_dir.parent)
+    figure = training_figure(lines, panels, title=title, baseline=baseline)  # selects the headless backend
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)

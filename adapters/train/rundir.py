@@ -5,11 +5,14 @@ resolved ``config.json``, one ``metrics.jsonl`` line per step, a ``checkpoint.pt
 (temporary file + rename) with the RNG states, as plain data that loading cannot run code from
 (:mod:`~wmrl_adapters.train.state_io`), ``--resume`` that refuses other settings (a new ``--steps``
 extends or shortens the run) and recomputes the metrics after the checkpoint, Ctrl-C/SIGTERM saving the
-last completed step, a tqdm bar, plots and ``summary.json`` at the end. :class:`RunTrainer` holds all
-of it, and the training step every track runs (:meth:`RunTrainer.train_step`: plan anchors, collect,
-correct, let the world model learn, update); a trainer supplies the step's hooks, the evaluation
-(:meth:`RunTrainer.evaluate_metrics`), what its checkpoint holds beyond the common part
-(:meth:`RunTrainer.extra_state` / :meth:`RunTrainer.restore_extra`) and its plots. The update itself,
+last completed step, a tqdm bar, plots and ``summary.json`` at the end. A trainer that sets
+:attr:`RunTrainer.evaluates_start` also evaluates the initial policy of a fresh run before step 1 (the
+``step: 0`` metrics line), so a run shows whether training helped, not only where it ended.
+:class:`RunTrainer` holds all of it, and the training step every track runs
+(:meth:`RunTrainer.train_step`: plan anchors, collect, correct, let the world model learn, update); a
+trainer supplies the step's hooks, the evaluation (:meth:`RunTrainer.evaluate_metrics`), what its
+checkpoint holds beyond the common part (:meth:`RunTrainer.extra_state` /
+:meth:`RunTrainer.restore_extra`) and its plots. The update itself,
 :func:`~wmrl_algos.grpo.grpo_update`, lives beside the loss in ``wmrl_algos`` (still importable here).
 """
 
@@ -131,6 +134,10 @@ class RunTrainer:
     run_dir: Path
     step: int
     last_eval: dict[str, float]
+    evaluates_start: bool = False
+    """Evaluate the initial policy of a fresh run before step 1 when evaluation is on (its metrics line
+    has ``step: 0`` and the evaluation's keys only; a step-0 checkpoint follows it, so a run stopped in
+    step 1 resumes with its start recorded, and a resumed run never evaluates its start again)."""
     policy: Any
     optimizer: torch.optim.Optimizer
     algorithm: Algorithm
@@ -338,8 +345,8 @@ class RunTrainer:
         previous = signal.getsignal(signal.SIGTERM) if in_main_thread else None
         if previous is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.default_int_handler)
-        metrics_path = self.run_dir / METRICS
         try:
+            self._evaluate_start(in_main_thread)
             with tqdm(
                 total=self.total_steps,
                 initial=self.step,
@@ -356,15 +363,8 @@ class RunTrainer:
                     if config.eval_samples and (due or self.step == self.total_steps):
                         self.last_eval = self.evaluate_metrics()
                         metrics.update(self.last_eval)
-                    # A signal landing between the metrics line and the checkpoint would leave a logged
-                    # step that no checkpoint holds (seen: SIGTERM right after the line appeared).
-                    with _signals_deferred(in_main_thread):
-                        with open(metrics_path, "a") as handle:
-                            handle.write(json.dumps(metrics, sort_keys=True) + "\n")
-                        self._boundary = self._state_bytes()
-                        if self.step % config.checkpoint_every == 0 or self.step == self.total_steps:
-                            write_atomic(self.run_dir / CHECKPOINT, self._boundary)
-                    self._log_tensorboard(metrics)
+                    checkpoint = self.step % config.checkpoint_every == 0 or self.step == self.total_steps
+                    self._commit(metrics, checkpoint=checkpoint, in_main_thread=in_main_thread)
                     bar.update(1)
                     bar.set_postfix(self.postfix(metrics))
         except KeyboardInterrupt:
@@ -380,6 +380,36 @@ class RunTrainer:
                 signal.signal(signal.SIGTERM, previous)
             self.close()
         return self._finish()
+
+    def _evaluate_start(self, in_main_thread: bool) -> None:
+        """The step-0 evaluation of a fresh run (:attr:`evaluates_start`), committed with its checkpoint."""
+        if not (self.evaluates_start and self.config.eval_samples) or self.step != 0:
+            return
+        if any(line.get("step") == 0 for line in read_metrics(self.run_dir / METRICS)):
+            return  # resumed from the step-0 checkpoint: the start is recorded
+        self.last_eval = self.evaluate_metrics()
+        self._commit({"step": 0.0, **self.last_eval}, checkpoint=True, in_main_thread=in_main_thread)
+        message = self.start_message()
+        if message:
+            print(message, flush=True)
+
+    def _commit(self, metrics: Mapping[str, float], *, checkpoint: bool, in_main_thread: bool) -> None:
+        """Append ``metrics`` to ``metrics.jsonl``, then take the state (and write it when ``checkpoint``).
+
+        Both signals are held meanwhile: a signal landing between the metrics line and the checkpoint
+        would leave a logged step that no checkpoint holds (seen: SIGTERM right after the line appeared).
+        """
+        with _signals_deferred(in_main_thread):
+            with open(self.run_dir / METRICS, "a") as handle:
+                handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+            self._boundary = self._state_bytes()
+            if checkpoint:
+                write_atomic(self.run_dir / CHECKPOINT, self._boundary)
+        self._log_tensorboard(metrics)
+
+    def start_message(self) -> str | None:
+        """What to print after the step-0 evaluation (default: nothing)."""
+        return None
 
     def step_saved(self) -> int:
         """The step of the checkpoint on disk (0 if none)."""

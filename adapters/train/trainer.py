@@ -14,22 +14,31 @@ rollouts, the same anchor plan and the same update. Every step does, in this ord
 5. the clipped GRPO update (:func:`wmrl_algos.grpo.grpo_loss`) on the trajectories with a signal;
 6. log a metrics line, save a checkpoint every ``checkpoint_every`` steps, evaluate when due.
 
+With evaluation on, a fresh run first evaluates the initial policy (the ``step: 0`` line), and the
+summary's ``held_out`` holds the start, the end and their paired change: every evaluation runs the same
+episodes (competitions and reset seeds) and, for a policy that samples from a ``torch.Generator``
+attribute ``generator`` (the design agent), the same random numbers, so the change's standard error is
+the paired one (:func:`~wmrl_adapters.train.evaluate.paired_change`).
+
 Run directory: ``config.json`` (resolved), ``metrics.jsonl`` (one line per step), ``checkpoint.pt``
 (policy, optimiser, correction state, world-model state, RNG states, ledger, compute meters, execution
 cache; written to a temporary file and renamed, so a failed write never destroys the previous one),
 ``tensorboard/`` when TensorBoard is installed, ``plots/`` and ``summary.json`` at the end.
 
-Compute (``compute/*``): sandbox CPU-seconds charged at cost for every real execution (cache hits
-included, see :mod:`~wmrl_adapters.train.execution`), plus world-model seconds (predictions and
-learning), plus policy seconds (sampling and updates); ``compute/spent_total`` is what this machine
-actually burnt. Evaluation compute is reported apart (``eval/...``).
+Compute (``compute/*``), all in CPU-seconds: the sandbox's cgroup CPU for every real execution,
+charged at cost on a cache hit (``compute/sandbox_cpu_charged``; see
+:mod:`~wmrl_adapters.train.execution`), the world model's process CPU (predictions and learning,
+``compute/world_model_cpu_s``), the policy's sampling (``compute/policy_sample_cpu_s``) and update
+(``compute/policy_update_cpu_s``); ``compute/charged_total`` is their sum, ``compute/spent_total`` the
+same with the sandbox CPU this machine actually burnt. Wall seconds are kept apart (``time/*``): on a
+loaded machine they measure the load. Evaluation compute is reported apart (``eval/...``).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import time
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +46,15 @@ from typing import Any
 import numpy as np
 import torch
 from wmrl_adapters.train.config import TrainConfig
-from wmrl_adapters.train.evaluate import EvalResult, evaluate_policy, resolve_competitions
-from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+from wmrl_adapters.train.evaluate import EvalResult, HeldOutScore, evaluate_policy, resolve_competitions
+from wmrl_adapters.train.execution import (
+    CachedKaggleEnv,
+    ComputeMeter,
+    CpuClock,
+    CpuTimedPolicy,
+    CpuTimedWorldModel,
+    ExecutionCache,
+)
 from wmrl_adapters.train.rundir import (
     CHECKPOINT,
     CONFIG,
@@ -78,6 +94,11 @@ __all__ = [
     "write_atomic",
 ]
 
+CLOCKS = ("policy_sample", "policy_update", "world_model_predict", "world_model_learn")
+"""The in-process compute the trainer measures in CPU-seconds (:class:`CpuClock` each)."""
+_EVAL_STREAM = 0xE7A1
+"""Mixed with the run's seed into the seed of every evaluation's sampling (common random numbers)."""
+
 
 def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]) -> Any:
     """The policy of ``config.policy``: the design-space agent or the LLM agent (``wmrl_adapters.llm_agent``).
@@ -102,7 +123,8 @@ def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]
 
 
 class Trainer(RunTrainer):
-    """One training run in a run directory (new or resumed).
+    """One training run in a run directory (new or resumed); with evaluation on, a fresh run evaluates
+    its initial policy first (step 0).
 
     Args:
         config: the run's settings.
@@ -124,6 +146,8 @@ class Trainer(RunTrainer):
         >>> trainer = Trainer(TrainConfig(steps=1), Path("runs/demo"))  # doctest: +SKIP
         >>> summary = trainer.run()  # doctest: +SKIP
     """
+
+    evaluates_start = True
 
     def __init__(
         self,
@@ -153,9 +177,9 @@ class Trainer(RunTrainer):
         self.eval_meter = ComputeMeter()
         self.cache = (cache if cache is not None else ExecutionCache()) if config.cache else None
         self.sandbox = self._make_sandbox(sandbox or config.sandbox, ray)
-        self.policy_seconds = 0.0
-        self.learn_seconds = 0.0
+        self.clocks = {name: CpuClock() for name in CLOCKS}
         self.wall_seconds = 0.0
+        self.held_out: dict[str, HeldOutScore] = {}
         executor = None
         if ray is not None:
             from wmrl_adapters.ray_exec import RayExecutor
@@ -163,7 +187,7 @@ class Trainer(RunTrainer):
             executor = RayExecutor(ray)
         self.rollout = GroupedRollout(
             self._make_env,
-            self.world_model,
+            CpuTimedWorldModel(self.world_model, self.clocks["world_model_predict"]),
             RolloutConfig(
                 group_size=config.group_size,
                 mode="simulate",
@@ -257,15 +281,15 @@ class Trainer(RunTrainer):
 
     def collect(self, starts: Sequence[str], anchors: Sequence[bool]) -> list[ScoredGroup]:
         """``group_size`` trajectories per competition, simulated; anchor groups also run for real."""
-        self._world_model_before = self.ledger.world_model_seconds
-        act_started = time.perf_counter()
-        groups = self.rollout.run(
-            [RolloutTask(cid, {"competition": cid}) for cid in starts],
-            self.policy,
-            anchors=list(anchors),
-            seed=self.config.seed * 100_000 + self.step * 100,
-        )
-        self._rollout_seconds = time.perf_counter() - act_started
+        rollout = CpuClock()
+        with rollout.measure():
+            groups = self.rollout.run(
+                [RolloutTask(cid, {"competition": cid}) for cid in starts],
+                CpuTimedPolicy(self.policy, self.clocks["policy_sample"]),
+                anchors=list(anchors),
+                seed=self.config.seed * 100_000 + self.step * 100,
+            )
+        self._rollout_seconds = rollout.wall_s
         return groups
 
     def step_metrics(
@@ -280,14 +304,18 @@ class Trainer(RunTrainer):
         metrics["train/trajectories_with_signal"] = float(len(batch))
         metrics["time/rollout_seconds"] = self._rollout_seconds
         metrics["time/wall_seconds"] = self.wall_seconds
-        metrics.update(self._compute_metrics(self.ledger.world_model_seconds - self._world_model_before))
+        metrics.update({f"time/{name}_seconds": clock.wall_s for name, clock in self.clocks.items()})
+        metrics.update(self._compute_metrics())
         return metrics
 
     def learn_world_model(self, groups: Sequence[ScoredGroup]) -> None:
         """A learning world model observes the anchor groups' real executions, turn by turn."""
         if not isinstance(self.world_model, LearningWorldModel):
             return
-        started = time.perf_counter()
+        with self.clocks["world_model_learn"].measure():
+            self._observe_anchors(groups)
+
+    def _observe_anchors(self, groups: Sequence[ScoredGroup]) -> None:
         queries, rewards = [], []
         for group in groups:
             if not group.anchor:
@@ -306,16 +334,14 @@ class Trainer(RunTrainer):
                     rewards.append(real)
         if queries:
             self.world_model.observe(queries, rewards)
-        self.learn_seconds += time.perf_counter() - started
 
     def update_policy(self, batch: Sequence[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
         """The GRPO update on the policy's per-turn log-probs, plus its entropy when it has one."""
-        started = time.perf_counter()
-        metrics = self.policy_update(lambda: self.policy.logprobs(batch), advantages)
-        entropy = getattr(self.policy, "entropy", None)
-        if entropy is not None:
-            metrics["losses/entropy"] = float(entropy(batch))
-        self.policy_seconds += time.perf_counter() - started
+        with self.clocks["policy_update"].measure():
+            metrics = self.policy_update(lambda: self.policy.logprobs(batch), advantages)
+            entropy = getattr(self.policy, "entropy", None)
+            if entropy is not None:
+                metrics["losses/entropy"] = float(entropy(batch))
         return metrics
 
     def _reward_metrics(self, groups: Sequence[ScoredGroup]) -> dict[str, float]:
@@ -331,26 +357,39 @@ class Trainer(RunTrainer):
         }
         return {key: value for key, value in values.items() if value is not None}
 
-    def _compute_metrics(self, world_model_step_seconds: float) -> dict[str, float]:
+    def _compute_metrics(self) -> dict[str, float]:
+        """The training compute so far, every figure in CPU-seconds (see the module doc)."""
         meter = self.meter.state_dict()
-        world_model = self.ledger.world_model_seconds + self.learn_seconds
+        cpu = {name: clock.cpu_s for name, clock in self.clocks.items()}
+        in_process = {
+            "compute/world_model_cpu_s": cpu["world_model_predict"] + cpu["world_model_learn"],
+            "compute/policy_sample_cpu_s": cpu["policy_sample"],
+            "compute/policy_update_cpu_s": cpu["policy_update"],
+        }
         return {
             "compute/real_executions": meter["executions"],
             "compute/cache_hits": meter["hits"],
             "compute/sandbox_cpu_charged": meter["charged_cpu_s"],
             "compute/sandbox_cpu_spent": meter["spent_cpu_s"],
-            "compute/world_model_seconds": world_model,
-            "compute/world_model_step_seconds": world_model_step_seconds,
-            "compute/policy_seconds": self.policy_seconds,
-            "compute/charged_total": meter["charged_cpu_s"] + world_model + self.policy_seconds,
-            "compute/spent_total": meter["spent_cpu_s"] + world_model + self.policy_seconds,
+            **in_process,
+            "compute/charged_total": meter["charged_cpu_s"] + sum(in_process.values()),
+            "compute/spent_total": meter["spent_cpu_s"] + sum(in_process.values()),
         }
 
     # ---------------------------------------------------------------------------------- evaluation
     def evaluate(self, samples: int | None = None) -> EvalResult:
-        """Evaluate the current policy on the evaluation tasks (its sampling state is restored after)."""
+        """Evaluate the current policy on the evaluation tasks (its sampling state is restored after).
+
+        Every evaluation runs the same episodes; a policy that samples from a ``torch.Generator``
+        attribute ``generator`` draws from it seeded by the run's seed alone, so two evaluations of a
+        run (and ``wmrl eval`` of it) share their random numbers and differ only by the policy.
+        """
         config = self.config
         snapshot = copy.deepcopy(self.policy.state_dict())
+        generator = getattr(self.policy, "generator", None)
+        if isinstance(generator, torch.Generator):
+            seed = np.random.SeedSequence([config.seed, _EVAL_STREAM]).generate_state(1)[0]
+            generator.manual_seed(int(seed))
         try:
             result = evaluate_policy(
                 self.policy,
@@ -369,8 +408,11 @@ class Trainer(RunTrainer):
         return result
 
     def evaluate_metrics(self) -> dict[str, float]:
-        """The ``eval/...`` metrics of :meth:`evaluate` (called by the run loop when due)."""
-        return self.evaluate().metrics()
+        """The ``eval/...`` metrics of :meth:`evaluate` (called by the run loop when due); the held-out
+        score is kept as the start (step 0) or the end (:meth:`summary_extra`)."""
+        result = self.evaluate()
+        self.held_out["start" if self.step == 0 else "end"] = result.held_out(self.step)
+        return result.metrics()
 
     # ------------------------------------------------------------------------- run-directory hooks
     def postfix(self, metrics: Mapping[str, float]) -> dict[str, Any]:
@@ -378,8 +420,17 @@ class Trainer(RunTrainer):
         return {"real": metrics.get("reward/real_mean"), "charged": metrics["compute/charged_total"]}
 
     def summary_extra(self) -> dict[str, Any]:
-        """The evaluation's own compute, kept apart from training compute."""
-        return {"eval_compute": self.eval_meter.state_dict()}
+        """The evaluation's own compute (kept apart from training compute) and ``held_out``: the start
+        and end :class:`HeldOutScore` (plain data; :func:`describe_held_out` prints them)."""
+        return {
+            "eval_compute": self.eval_meter.state_dict(),
+            "held_out": {name: score.to_dict() for name, score in self.held_out.items()},
+        }
+
+    def start_message(self) -> str | None:
+        """The initial policy's held-out score, printed before training starts."""
+        start = self.held_out.get("start")
+        return None if start is None else start.text()
 
     def close(self) -> None:
         """Close the rollout's environments, the sandbox and the TensorBoard writer."""
@@ -407,11 +458,9 @@ class Trainer(RunTrainer):
                 key: {"outcome": dataclasses.asdict(outcome), "cpu_s": cpu_s}
                 for key, (outcome, cpu_s) in self.cache.state_dict().items()
             },
-            "seconds": {
-                "policy": self.policy_seconds,
-                "learn": self.learn_seconds,
-                "wall": self.wall_seconds,
-            },
+            "clocks": {name: clock.state_dict() for name, clock in self.clocks.items()},
+            "wall_seconds": self.wall_seconds,
+            "held_out": {name: score.to_dict() for name, score in self.held_out.items()},
         }
 
     def restore_extra(self, state: Mapping[str, Any]) -> None:
@@ -430,6 +479,14 @@ class Trainer(RunTrainer):
                 for key, entry in state["cache"].items()
             }
             self.cache.load_state_dict({**self.cache.state_dict(), **saved})
-        self.policy_seconds = state["seconds"]["policy"]
-        self.learn_seconds = state["seconds"]["learn"]
-        self.wall_seconds = state["seconds"]["wall"]
+        if "clocks" in state:
+            for name, clock in self.clocks.items():
+                clock.load_state_dict(state["clocks"][name])
+            self.wall_seconds = float(state["wall_seconds"])
+        else:  # an older wmrl timed the policy and the world model in wall seconds: their CPU is unknown
+            for clock in self.clocks.values():
+                clock.load_state_dict({"cpu_s": math.nan, "wall_s": math.nan})
+            self.wall_seconds = float(state["seconds"]["wall"])
+        self.held_out = {
+            name: HeldOutScore.from_dict(score) for name, score in state.get("held_out", {}).items()
+        }
