@@ -25,26 +25,15 @@ from pathlib import Path
 from wmrl_adapters.cli import parse_dataclass_args
 from wmrl_adapters.train.design_policy import design_action
 from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter
+from wmrl_adapters.train.record import SUITE_DESIGNS
 
 from wmrl_envs.kaggle.design import Design
 from wmrl_envs.kaggle.suite import load_suite
 from wmrl_envs.sandbox import make_sandbox
 
-SWEEP: tuple[Design, ...] = (
-    Design(model="linear", scale="standard", categorical="onehot", text="tfidf"),
-    Design(model="knn", scale="quantile", categorical="onehot", capacity="medium"),
-    Design(model="svm", scale="standard", categorical="onehot"),
-    Design(model="tree", categorical="ordinal", capacity="medium"),
-    Design(model="random_forest", categorical="ordinal", capacity="large", rate="medium"),
-    Design(model="extra_trees", categorical="onehot", capacity="large", rate="medium"),
-    Design(model="hist_gbm", categorical="ordinal", capacity="medium", rate="medium", validation="holdout",
-           target="log1p"),
-    Design(model="sklearn_gbm", categorical="ordinal", capacity="medium", rate="medium"),
-    Design(model="lightgbm", categorical="ordinal", capacity="large", rate="low", validation="holdout",
-           target="log1p", text="tfidf"),
-    Design(model="lightgbm", categorical="onehot", capacity="medium", rate="medium", text="tfidf"),
-)
-"""The swept designs: one or two per model family, reasonable settings."""
+SWEEP: tuple[Design, ...] = SUITE_DESIGNS[:10]
+"""The swept designs: one or two per model family, reasonable settings (the first ten of the replay
+preset, ``wmrl record --designs suite``)."""
 
 
 @dataclass(frozen=True)
