@@ -92,7 +92,7 @@ SUITE_DESIGNS: tuple[Design, ...] = (
 every task's best design of that sweep), two weak ones (kNN and a decision tree at the defaults), and
 four that move one family along capacity or regularisation (a strongly regularised linear model, a small
 forest, a large slow histogram boosting, a small fast LightGBM). 16 designs x 16 competitions = 256
-executions, about 23 minutes on two busy cores (``docs/replay.md``)."""
+executions: 32 min wall, 1020 sandbox CPU-s, on two cores at a load of 14-18 (``docs/replay.md``)."""
 DESIGN_PRESETS: dict[str, tuple[Design, ...]] = {"suite": SUITE_DESIGNS}
 """Preset name -> design list, for ``--designs``."""
 SCORE_TOLERANCE = 1e-6

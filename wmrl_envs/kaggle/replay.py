@@ -62,7 +62,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeGuard, get_args
 
 from wmrl_algos.errors import ConfigError, DataError, ReplayMismatchError, ReplayMiss, SandboxError
 from wmrl_envs.kaggle.competition import Competition
@@ -243,11 +243,11 @@ class RecordedOutcome:
         if not (_is_number(cpu_s) and _is_number(wall_s)):
             raise DataError(f"{where}: cpu_s={cpu_s!r}, wall_s={wall_s!r}; expected numbers of seconds")
         fields = {**outcome, "extra": {k: float(v) for k, v in extra.items()}, "wall_s": float(wall_s)}
-        record = cls(Outcome(**fields), cpu_s=float(cpu_s), wall_s=float(wall_s))  # type: ignore[arg-type]
+        record = cls(Outcome(**fields), cpu_s=float(cpu_s), wall_s=float(wall_s))
         return record, str(digest)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
