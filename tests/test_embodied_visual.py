@@ -202,18 +202,16 @@ def test_a_visual_scorer_trained_on_rendered_lift_demos_ranks_a_success_above_a_
     env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=32, object_states=True)
     try:
         train, train_outcomes = render_training_episodes(
-            env, ScriptedLiftPolicy(), episodes=2, max_steps=40, noise=0.3, seed=0
+            env, ScriptedLiftPolicy(), episodes=2, max_steps=60, noise=0.3, seed=0
         )
-        test, test_outcomes = render_training_episodes(
-            env, ScriptedLiftPolicy(), episodes=1, max_steps=40, noise=0.3, seed=100
+        (expert, _, random), (expert_solved, _, random_solved) = render_training_episodes(
+            env, ScriptedLiftPolicy(), episodes=1, max_steps=60, noise=0.3, seed=100
         )
     finally:
         env.close()
-    assert set(train_outcomes) == {True, False} and set(test_outcomes) == {True, False}
+    assert set(train_outcomes) == {True, False} and expert_solved and not random_solved
     scorer = VisualProgressScorer(VisualProgressConfig(image_size=32, epochs=30))
     report = scorer.fit(train, train_outcomes)
     assert report["visual/final_loss"] < report["visual/first_loss"]
-    scores = [potential_progress(curve.progress) for curve in scorer.progress(test)]
-    successes = [s for s, ok in zip(scores, test_outcomes, strict=True) if ok]
-    failures = [s for s, ok in zip(scores, test_outcomes, strict=True) if not ok]
-    assert min(successes) > max(failures)
+    success, failure = (potential_progress(curve.progress) for curve in scorer.progress([expert, random]))
+    assert success > failure  # held-out placements: the expert's lift above random flailing
