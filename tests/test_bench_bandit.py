@@ -134,3 +134,28 @@ def test_useless_world_model_falls_back_to_anchor_grpo_and_debiasing_beats_the_r
     assert fallback.mean() > -fallback.std(ddof=1) / np.sqrt(args.seeds), "within 1 s.e. of anchors-only"
     assert final[("od_ivd_paper", "useless")].mean() < final[("wmrl", "useless")].mean()
     assert np.all(final[("direct_mix", "monotone")] < final[("wmrl", "monotone")]), "seed by seed"
+
+
+@pytest.mark.slow
+def test_powered_report_writes_the_decision_rule_targets_and_paired_intervals(tmp_path: Path) -> None:
+    methods = "grpo_real,grpo_anchors_only,direct_mix,wmrl,wmrl_ppi"
+    command = [sys.executable, str(SCRIPT), "--quick", "--report", "powered", "--methods", methods]
+    command += ["--variants", "realistic,useless", "--output-dir", str(tmp_path)]
+    command += ["--cache-dir", str(tmp_path / "runs")]
+    for attempt in range(2):  # the second run reads every run back from the cache
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        if attempt == 0:
+            first = (tmp_path / "results.csv").read_text()
+    assert (tmp_path / "results.csv").read_text() == first, "a resumed run reports the same numbers"
+    markdown = (tmp_path / "results.md").read_text()
+    assert "## Decision rule (from the protocol)" in markdown and "**wmrl_ppi: " in markdown
+    assert "wmrl_ppi / useless: " in markdown and "Power check" in markdown
+    assert len(list((tmp_path / "runs").glob("*.npz"))) == 2 * 2 + 3 * 2 * 2, "one per run, all-real once"
+    with open(tmp_path / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    lows = {(row["variant"], row["method"], row["metric"]): float(row["ci95_low"]) for row in rows}
+    highs = {(row["variant"], row["method"], row["metric"]): float(row["ci95_high"]) for row in rows}
+    key = ("realistic", "wmrl_ppi", "area − anchors-only")
+    assert lows[key] <= highs[key]
+    assert (tmp_path / "bandit_powered.png").stat().st_size > 10_000
