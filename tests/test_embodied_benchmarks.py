@@ -43,11 +43,20 @@ def test_cost_benchmark_writes_table_json_and_plot(tmp_path: Path) -> None:
     assert (tmp_path / "cost.png").stat().st_size > 1000 and "| pipe |" in (tmp_path / "cost.md").read_text()
 
 
-def test_fidelity_benchmark_scores_scripted_noisy_and_random_rollouts(tmp_path: Path) -> None:
-    _run("embodied_fidelity.py", "--episodes", "2", "--max-steps", "60", "--out", str(tmp_path))
+def test_fidelity_benchmark_scores_demo_and_sft_policy_rollouts_with_every_scorer(tmp_path: Path) -> None:
+    _run(
+        "embodied_fidelity.py",
+        *("--episodes", "2", "--max-steps", "40", "--image-size", "32", "--visual-epochs", "2"),
+        *("--demos", "3", "--bc-epochs", "5", "--groups", "1", "--group-size", "2", "--out", str(tmp_path)),
+    )
     summary = json.loads((tmp_path / "fidelity.json").read_text())
     assert set(summary["success_rate_by_policy"]) == {"scripted", "noisy-scripted", "random"}
     assert summary["held_out_episodes"] == 3
-    scorers = {(row["scorer"], row["collapse"]) for row in summary["results"]}
-    assert scorers == {(s, c) for s in ("sim-state", "learned") for c in ("potential", "max")}
-    assert (tmp_path / "progress_curves.png").stat().st_size > 1000
+    names = ("sim-state", "learned", "visual", "approach")
+    for rows in (summary["results"], summary["policy_results"]):
+        assert {(row["scorer"], row["collapse"]) for row in rows} == {
+            (s, c) for s in names for c in ("potential", "max")
+        }
+    assert summary["policy_rollouts"] == 2
+    for plot in ("progress_curves.png", "policy_progress_curves.png"):
+        assert (tmp_path / plot).stat().st_size > 1000
