@@ -84,6 +84,18 @@ def test_a_step_zero_evaluation_is_drawn_as_the_start(close_figures: None) -> No
     assert "start 0.25" in [text.get_text() for text in axis.texts]
 
 
+def test_each_evaluation_carries_its_standard_error_bar_and_one_without_has_none(close_figures: None) -> None:
+    lines = [
+        {"step": 0.0, "eval/position": 0.5, "eval/position_se": 0.05},
+        {"step": 2.0, "eval/position": 0.7, "eval/position_se": float("nan")},  # one episode: no s.e.
+        {"step": 4.0, "eval/position": 0.75, "eval/position_se": 0.02},
+    ]
+    axis = _axis(training_figure(lines, KAGGLE_PANELS), "held-out position score")
+    [bars] = axis.collections
+    spans = sorted(float(high - low) for (_, low), (_, high) in (segment for segment in bars.get_segments()))
+    assert spans == pytest.approx([0.04, 0.1]), "± one s.e. at steps 0 and 4, nothing at step 2"
+
+
 def test_compute_charged_equal_to_spent_is_one_labelled_line(close_figures: None) -> None:
     axis = _axis(training_figure(_lines(3, (3,), spent_share=1.0), KAGGLE_PANELS), "compute, CPU-s")
     assert _labels(axis) == ["charged_total = spent_total"]

@@ -98,6 +98,7 @@ class Panel:
         references: horizontal reference lines, ``(value, label)`` each.
         evaluation: the first key is an evaluation metric: the panel shows its start (step 0) or says
             that the run has none.
+        error: the key of the first key's standard error, drawn as error bars where a line has it.
 
     Example:
         >>> Panel("success rate", ("eval/success_rate",), limits=(0.0, 1.0), evaluation=True).limits
@@ -109,6 +110,7 @@ class Panel:
     limits: tuple[float, float] | None = None
     references: tuple[tuple[float, str], ...] = ()
     evaluation: bool = False
+    error: str | None = None
 
 
 KAGGLE_PANELS: tuple[Panel, ...] = (
@@ -118,6 +120,7 @@ KAGGLE_PANELS: tuple[Panel, ...] = (
         limits=(0.0, 1.0),
         references=((0.5, "leaderboard median (~0.5)"), (1.0, "best reference solution (1.0)")),
         evaluation=True,
+        error="eval/position_se",
     ),
     Panel("compute, CPU-s", ("compute/charged_total", "compute/spent_total")),
     Panel("reward (ladder value)", ("reward/real_mean", "reward/predicted_mean", "reward/calibrated_mean")),
@@ -135,6 +138,7 @@ EMBODIED_PANELS: tuple[Panel, ...] = (
         ("eval/success_rate", "diag/sim_success_rate"),
         limits=(0.0, 1.0),
         evaluation=True,
+        error="eval/success_se",
     ),
     Panel(
         "compute, s (evaluation is not charged)",
@@ -216,6 +220,14 @@ def _draw(
             label=" = ".join(labels),
         )
     evaluated = _series(lines, panel.keys[0]) if panel.evaluation else []
+    bars = [
+        (float(line["step"]), float(line[panel.keys[0]]), float(line[panel.error]))
+        for line in lines
+        if panel.error and panel.keys[0] in line and math.isfinite(line.get(panel.error, math.nan))
+    ]
+    if bars:  # ± one standard error of each evaluation
+        steps, values, errors = zip(*bars, strict=True)
+        axis.errorbar(steps, values, yerr=errors, fmt="none", ecolor="tab:blue", capsize=4, alpha=0.8)
     reference = _series(baseline.lines, panel.keys[0]) if evaluated and baseline is not None else []
     if reference:
         steps, values = zip(*reference, strict=True)
