@@ -41,10 +41,12 @@ differences use the same seeds (same reward tables) for every method.
 
 Run ``nice -n 10 python benchmarks/bandit_ablation.py`` (10 seeds x 300 steps; wall time is printed
 into ``results.md``) or ``--quick`` (seconds). It writes ``results.md``, ``results.csv``, ``curves.csv``
-and ``bandit_ablation.png`` into ``--output-dir``. ``--report powered`` adds the pre-registered powered
-comparison of ``benchmarks/protocols/bandit_powered.md`` (paired differences to anchors-only and to
-all-real GRPO in final reward, curve area and steps to 90 % of the gap, with s.e. and 95 % intervals,
-the power check and the decision rule) as ``powered.md`` and ``powered.csv``.
+and ``bandit_ablation.png`` into ``--output-dir``. ``--report powered`` writes the pre-registered
+powered comparison of ``benchmarks/protocols/bandit_powered.md`` instead (paired differences to
+anchors-only, all-real GRPO and direct mix in final reward, curve area and steps to 90 % of the gap,
+with s.e. and 95 % intervals, the power check and the decision rule): ``results.md``, ``results.csv``,
+``curves.csv`` and ``bandit_powered.png``. ``--cache-dir`` keeps every finished run, so an interrupted
+run resumes.
 """
 
 from __future__ import annotations
@@ -182,8 +184,8 @@ class Args:
     report: str = field(
         default="ablation",
         metadata={
-            "help": "'ablation': the tables above; 'powered': also the pre-registered powered comparison "
-            "(benchmarks/protocols/bandit_powered.md) as powered.md and powered.csv."
+            "help": "'ablation': the ablation tables; 'powered': the pre-registered powered comparison "
+            "(benchmarks/protocols/bandit_powered.md) instead, with its decision rule and targets."
         },
     )
 
