@@ -64,7 +64,7 @@ from typing import Any
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError, require
 from wmrl_envs.sandbox import register_backend
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
-from wmrl_envs.sandbox.lifetime import owner_alive, owner_tag, parse_owner, sweep_stale
+from wmrl_envs.sandbox.lifetime import WALL_GRACE_S, owner_alive, owner_tag, parse_owner, sweep_stale
 from wmrl_envs.sandbox.local import SHM_MB, input_target
 from wmrl_envs.sandbox.process import ProcessOutcome
 from wmrl_envs.sandbox.results import build_result, unencodable_code_result
@@ -98,9 +98,6 @@ _PYTHON_LABEL = "wmrl.python"
 _ENTRY_LABEL = "wmrl.entry"
 _OWNER_LABEL = "wmrl.owner"
 _BOOT_LABEL = "wmrl.boot"
-WALL_GRACE_S = 2.0
-"""Seconds past its timeout after which a container's entry process kills the solution itself: the
-trainer's own deadline ends a live run first, so this matters only when the trainer is gone."""
 _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "site-packages"}
 
 

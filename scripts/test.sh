@@ -23,10 +23,11 @@ else
     echo "[test] WARNING: no Docker engine could be started; docker-marked tests will skip" >&2
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg WMRL_LLAMA_INSTALL_ON_DEMAND=1
-python3 -m pytest "$@"
+# --durations: the slowest tests are printed, so a suite drifting toward its 20-minute budget shows where.
+python3 -m pytest --durations=25 "$@"
 # The `long` tests (a minute or more each: wmrl train --policy llm end to end on CPU, verl's trainer, the
 # LeRobot swap) are left out of a plain pytest run (pyproject addopts) and run here after the suite,
 # unless pytest arguments were given.
 if [ "$#" -eq 0 ]; then
-    python3 -m pytest -m long
+    python3 -m pytest -m long --durations=10
 fi

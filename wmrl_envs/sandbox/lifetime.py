@@ -16,6 +16,13 @@ processes) must not outlive it. Two mechanisms, because neither alone covers eve
   of one process-wide pipe whose write end only the owner holds (:func:`lifeline_fd`); the kernel
   closes it when the owner dies, and :func:`lifeline_guard`, run inside the sandbox after every
   signal is armed, refuses to start the solution once it reads end-of-file.
+* **A reaper** for the one moment neither covers: bubblewrap's namespace init waits for its parent's
+  go-ahead before it arms its signal or reads the lifeline, and an owner killed then leaves it asleep
+  for ever. Each owner's lifeline comes with a reaper process (:mod:`wmrl_envs.sandbox._reaper`) that
+  blocks on the read end and, at end-of-file, kills the members of the owner's run cgroups.
+* **A wall clock of the run's own** as the last resort: a cold run's solution is started under
+  ``timeout --signal=KILL`` (limit + :data:`WALL_GRACE_S`) inside the sandbox, so whatever the chain
+  missed, the solution cannot outlive its own limit by more than the grace.
 * **Owner-tagged names and a start-up sweep** for host resources: work dirs, output dirs and cgroups
   are named ``wmrl-<kind>-<pid>_<start time>-...`` (:func:`owner_tag`). :func:`sweep_stale` kills the
   members of, and removes, every such resource whose owner is no longer running (same pid *and*
@@ -36,6 +43,7 @@ import queue
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -43,9 +51,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from wmrl_envs.sandbox._reaper import process_start_time
+
 __all__ = [
     "OWNED_NAME",
     "OWNER_GONE_EXIT",
+    "WALL_GRACE_S",
     "SweepReport",
     "launcher_call",
     "lifeline_fd",
@@ -65,20 +76,16 @@ OWNED_NAME = re.compile(r"^wmrl-(?P<kind>run|outputs)-(?P<pid>\d+)_(?P<start>\d+
 OWNER_GONE_EXIT = 97
 """Exit code of a sandbox process whose owner died before its death signal was armed."""
 
+WALL_GRACE_S = 2.0
+"""Seconds past its timeout after which a run's own wall clock (coreutils ``timeout`` inside the sandbox
+or as the container's entry process) kills the solution itself. The owner's deadline ends a live run
+first, so this matters only when the owner is gone and some link of the death-signal chain did not fire
+(seen once in 20 trainers SIGKILLed within 150 ms of a bubblewrap start, on a loaded CI host): a
+solution then ends by itself instead of running until a later start-up sweeps its cgroup."""
+
 _T = TypeVar("_T")
 _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()
-    if len(fields) < 20 or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
+_REAPER_FILE = Path(__file__).with_name("_reaper.py")
 
 
 def owner_tag(pid: int | None = None) -> str:
@@ -115,6 +122,7 @@ class _Lifeline:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._fds: tuple[int, int] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
@@ -124,12 +132,24 @@ class _Lifeline:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._fds = None
+            self._reaper = None  # the parent's reaper; this child starts its own with its own lifeline
 
     def read_end(self) -> int:
         with self._lock:
             if self._fds is None:
                 self._fds = os.pipe()  # both ends close-on-exec: only pass_fds hands the read end on
+                self._reaper = _start_reaper(self._fds[0])
             return self._fds[0]
+
+
+def _start_reaper(read_fd: int) -> subprocess.Popen[bytes]:
+    """Start this owner's reaper on the lifeline's read end (see :mod:`wmrl_envs.sandbox._reaper`)."""
+    from wmrl_envs.sandbox.limits import sandbox_cgroup_parents
+
+    argv = [sys.executable, "-I", "-S", str(_REAPER_FILE), str(read_fd), owner_tag(),
+            *(str(parent) for parent in sandbox_cgroup_parents())]
+    return subprocess.Popen(argv, pass_fds=(read_fd,), start_new_session=True, env={"PATH": _HOST_PATH},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 _LIFELINE = _Lifeline()

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from wmrl_envs.sandbox._reaper import kill_cgroup_members
 from wmrl_envs.sandbox.lifetime import owner_tag
 
 __all__ = [
@@ -208,25 +208,6 @@ def sandbox_cgroup_parents() -> list[Path]:
     if own is not None:
         parents |= {own, *(group / _V2_SANDBOX_GROUP for group in (own, *_v2_ancestors(own)))}
     return sorted(parent for parent in parents if parent is not None and parent.is_dir())
-
-
-def kill_cgroup_members(directory: Path, deadline_s: float = 5.0) -> int:
-    """SIGKILL every process in a cgroup directory until it is empty; returns how many were signalled."""
-    killed: set[int] = set()
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            pids = [int(pid) for pid in (directory / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return len(killed)
-        if not pids:
-            return len(killed)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-        time.sleep(0.005)
-    return len(killed)
 
 
 def cgroup_v1_available() -> bool:

@@ -47,6 +47,7 @@ of cgroups) and lists each degradation in :attr:`BubblewrapSandbox.degradations`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
@@ -60,7 +61,7 @@ from pathlib import Path, PurePosixPath
 
 from wmrl_algos.errors import ConfigError, IsolationUnavailableError, SandboxError
 from wmrl_envs.sandbox.base import ExecutionRequest, ExecutionResult
-from wmrl_envs.sandbox.lifetime import lifeline_fd, lifeline_guard, owner_guard, sweep_stale
+from wmrl_envs.sandbox.lifetime import WALL_GRACE_S, lifeline_fd, lifeline_guard, owner_guard, sweep_stale
 from wmrl_envs.sandbox.limits import RunCgroups, cgroup_version
 from wmrl_envs.sandbox.process import ManagedProcess
 from wmrl_envs.sandbox.results import build_result, unencodable_code_result
@@ -220,7 +221,7 @@ class BubblewrapSandbox:
         self.python = sandbox_interpreter(python, self._roots)
         self._extra = tuple(os.path.realpath(p) for p in extra_ro_paths)
         self._tools = {tool: shutil.which(tool, path=_HOST_PATH) for tool in
-                       ("bwrap", "setpriv", "prlimit", "unshare", "mount", "umount", "env")}
+                       ("bwrap", "setpriv", "prlimit", "unshare", "mount", "umount", "env", "timeout")}
         if self._tools["bwrap"] is None:
             raise IsolationUnavailableError(
                 "the local sandbox needs bubblewrap, which is not installed; install it "
@@ -454,6 +455,8 @@ class BubblewrapSandbox:
         """
         try:
             outcome = launched.process.wait(request.timeout_s)
+            if outcome.returncode in (-9, 128 + 9) and outcome.wall_s >= request.timeout_s:
+                outcome = dataclasses.replace(outcome, timed_out=True)  # the run's own clock was first
             limits: list[str] = []
             peak_mb = cpu_s = None
             if launched.cgroups is not None:
@@ -481,7 +484,10 @@ class BubblewrapSandbox:
         refused = unencodable_code_result(request.code, backend=self.name)
         if refused is not None:
             return refused
-        launched = self.launch(request, [self.python, "-s", "-B", "solution.py"])
+        # The run's own wall clock (see :data:`~wmrl_envs.sandbox.lifetime.WALL_GRACE_S`): the owner's
+        # deadline ends a live run first; this one ends it when the owner is gone.
+        clock = [self._tools["timeout"] or "timeout", "--signal=KILL", f"{request.timeout_s + WALL_GRACE_S}s"]
+        launched = self.launch(request, [*clock, self.python, "-s", "-B", "solution.py"])
         return self.finish(launched, request)
 
     def close(self) -> None:
