@@ -49,6 +49,7 @@ class _Killer:
         return self.policy.distribution(observations)
 
 
+@pytest.mark.slow  # ~60 s on a loaded 2-core machine: two simulator workers, one killed
 def test_a_nan_action_is_a_real_failure_and_a_killed_worker_an_unknown_outcome():
     """The trainer's rollout machinery (GroupedRollout, score mode, episode scoring) on the simulator."""
     lift = RobosuiteEnv("Lift", cameras=())

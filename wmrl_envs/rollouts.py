@@ -446,13 +446,17 @@ class GroupedRollout:
                 releasable.release(int(mask.sum()))
 
     def close(self) -> None:
-        """Close the environments and shut down the executor if this object created it."""
+        """Close the environments and shut down the executor if this object created it.
+
+        Executions still queued are cancelled, not run: a close after Ctrl-C/SIGTERM must not wait for
+        the rest of an interrupted step's real executions (the running ones are awaited).
+        """
+        if self._owns_executor and self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
         for env in self._envs:
             env.close()
         self._envs.clear()
-        if self._owns_executor and self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
 
     def __enter__(self) -> GroupedRollout:
         return self
