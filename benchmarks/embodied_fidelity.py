@@ -43,6 +43,7 @@ from scipy.stats import spearmanr
 from tqdm import tqdm
 from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy, behaviour_cloning
 
+from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied.demos import collect_demonstrations
 from wmrl_envs.embodied.envs import RobosuiteEnv
 from wmrl_envs.embodied.fidelity import (
@@ -207,6 +208,11 @@ def sft_policy(args: Args) -> tuple[GaussianMLPPolicy, dict[str, float]]:
         )
     finally:
         env.close()
+    if not len(demos):
+        raise ConfigError(
+            f"none of the {demos.episodes} SFT demonstrations succeeded (noise={args.noise}, "
+            f"max_steps={args.max_steps}); raise --demos or --max-steps, or lower --noise"
+        )
     space = {"proprio": 9, "object_state": RobosuiteEnv.OBJECT_STATE_SIZES["Lift"]}
     policy = GaussianMLPPolicy(space, init_std=args.init_std, seed=args.seed)
     behaviour_cloning(policy, demos.observations, demos.actions, epochs=args.bc_epochs, seed=args.seed)

@@ -44,11 +44,8 @@ def test_cost_benchmark_writes_table_json_and_plot(tmp_path: Path) -> None:
 
 
 def test_fidelity_benchmark_scores_demo_and_sft_policy_rollouts_with_every_scorer(tmp_path: Path) -> None:
-    _run(
-        "embodied_fidelity.py",
-        *("--episodes", "2", "--max-steps", "40", "--image-size", "32", "--visual-epochs", "2"),
-        *("--demos", "3", "--bc-epochs", "5", "--groups", "1", "--group-size", "2", "--out", str(tmp_path)),
-    )
+    tiny = "--episodes 2 --max-steps 60 --noise 0.1 --image-size 32 --visual-epochs 2 --demos 4 --bc-epochs 5"
+    _run("embodied_fidelity.py", *tiny.split(), "--groups", "1", "--group-size", "2", "--out", str(tmp_path))
     summary = json.loads((tmp_path / "fidelity.json").read_text())
     assert set(summary["success_rate_by_policy"]) == {"scripted", "noisy-scripted", "random"}
     assert summary["held_out_episodes"] == 3
