@@ -20,7 +20,7 @@ Nothing is tuned to these numbers. Writes ``fidelity.md``, ``fidelity.json``, th
 measurements and the trained visual scorer (``visual_scorer.pt``, git-ignored; loadable with
 ``VisualProgressScorer.load``).
 
-    nice -n 10 python benchmarks/embodied_fidelity.py     # the committed results (~25 min, 2 busy cores)
+    nice -n 10 python benchmarks/embodied_fidelity.py     # the committed results (~15-30 min, 2 busy cores)
     python benchmarks/embodied_fidelity.py --episodes 2 --demos 4 --groups 1 --group-size 2 --out /tmp/x
 
 Needs the embodied stack (``bash scripts/embodied.sh``).
@@ -73,15 +73,15 @@ COLLAPSES = ("potential", "max")
 class Args:
     """What the fidelity run does."""
 
-    episodes: int = field(default=4, metadata={"help": "episodes per demo policy (half fit, half measure)"})
+    episodes: int = field(default=6, metadata={"help": "episodes per demo policy (half fit, half measure)"})
     max_steps: int = field(default=60, metadata={"help": "step limit per Lift episode (trainer default)"})
     noise: float = field(default=0.3, metadata={"help": "action noise of the noisy-scripted policy"})
     image_size: int = field(default=64, metadata={"help": "side of the agent-view frames"})
     visual_epochs: int = field(default=30, metadata={"help": "training epochs of the visual scorer"})
-    demos: int = field(default=20, metadata={"help": "SFT demonstration episodes (the trainer's: 30)"})
+    demos: int = field(default=30, metadata={"help": "SFT demonstration episodes (the trainer's default)"})
     bc_epochs: int = field(default=200, metadata={"help": "SFT behaviour-cloning epochs"})
     init_std: float = field(default=0.3, metadata={"help": "the SFT policy's action standard deviation"})
-    groups: int = field(default=4, metadata={"help": "GRPO groups of the SFT policy's rollouts"})
+    groups: int = field(default=6, metadata={"help": "GRPO groups of the SFT policy's rollouts"})
     group_size: int = field(default=4, metadata={"help": "rollouts per group (same placement)"})
     k: int = field(default=4, metadata={"help": "window of the potential collapse"})
     seed: int = field(default=0, metadata={"help": "seeds resets, noise, the scorers and the policy"})
