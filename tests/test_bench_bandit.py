@@ -28,6 +28,7 @@ def _load_script() -> ModuleType:
     return module
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 def test_quick_run_writes_tables_curves_and_plot_with_honest_execution_counts(tmp_path: Path) -> None:
     bench = _load_script()
     completed = subprocess.run(
@@ -136,6 +137,7 @@ def test_useless_world_model_falls_back_to_anchor_grpo_and_debiasing_beats_the_r
     assert np.all(final[("direct_mix", "monotone")] < final[("wmrl", "monotone")]), "seed by seed"
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 def test_powered_report_writes_the_decision_rule_targets_and_paired_intervals(tmp_path: Path) -> None:
     methods = "grpo_real,grpo_anchors_only,direct_mix,wmrl,wmrl_ppi"

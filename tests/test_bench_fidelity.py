@@ -17,6 +17,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fidelity.py"
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 @pytest.mark.integration
 def test_fidelity_smoke_run_writes_the_table_and_the_three_plots(tmp_path: Path) -> None:

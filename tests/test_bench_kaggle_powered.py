@@ -116,6 +116,7 @@ def test_a_missing_table_is_a_clear_error_not_a_traceback(tmp_path):
         kaggle_powered.main(["--table", str(tmp_path / "no.json"), "--output-dir", str(tmp_path)])
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 def test_quick_run_writes_the_table_and_the_plot(tmp_path):
     completed = subprocess.run(

@@ -17,6 +17,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "world_model_throughput.py"
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.llm
 @pytest.mark.slow
 @pytest.mark.integration

@@ -18,6 +18,7 @@ def _run(script: str, *arguments: str) -> None:
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *arguments], check=True, timeout=1200)
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 def test_cost_benchmark_writes_table_json_and_plot(tmp_path: Path) -> None:
     _run(
         "embodied_cost.py",
@@ -43,6 +44,7 @@ def test_cost_benchmark_writes_table_json_and_plot(tmp_path: Path) -> None:
     assert (tmp_path / "cost.png").stat().st_size > 1000 and "| pipe |" in (tmp_path / "cost.md").read_text()
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 def test_fidelity_benchmark_scores_demo_and_sft_policy_rollouts_with_every_scorer(tmp_path: Path) -> None:
     tiny = "--episodes 2 --max-steps 60 --noise 0.1 --image-size 32 --visual-epochs 2 --demos 4 --bc-epochs 5"
     _run("embodied_fidelity.py", *tiny.split(), "--groups", "1", "--group-size", "2", "--out", str(tmp_path))

@@ -195,6 +195,7 @@ def test_an_interrupted_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(
     assert cut == whole
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 def test_wmrl_train_cli_runs_sft_then_rl_from_its_policy(tmp_path):
     base = [
@@ -231,6 +232,7 @@ def test_wmrl_train_cli_runs_sft_then_rl_from_its_policy(tmp_path):
     assert np.isfinite(read_metrics(tmp_path / "rl" / "metrics.jsonl")[0]["losses/loss"])
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 def test_wmrl_train_runs_on_libero_through_the_same_trainer(tmp_path):
     """``--env libero:SUITE/IDS``: the real LIBERO simulator, the same run directory and corrections."""
     run = subprocess.run(

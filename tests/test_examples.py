@@ -39,6 +39,7 @@ def test_own_env_and_world_model_example_corrects_and_anchors_sb3_episodes() -> 
     assert episodes >= 40 and 1 <= anchored < episodes / 4
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 @pytest.mark.llm
 @pytest.mark.integration
@@ -52,6 +53,7 @@ def test_kaggle_llm_agent_example_runs_an_anchor_group_for_real() -> None:
     assert int(re.search(r"real executions: (\d+)", out).group(1)) >= 2
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 @pytest.mark.integration
 def test_command_line_example_runs_a_short_session(tmp_path: Path) -> None:

@@ -166,6 +166,7 @@ def test_committed_leaderboards_match_the_suite_data(suite: KaggleSuite) -> None
         assert record.fingerprint == data_fingerprint(suite.get(competition_id, with_leaderboard=False))
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.slow
 @pytest.mark.integration
 def test_committed_leaderboard_matches_a_rebuild(suite: KaggleSuite) -> None:

@@ -214,6 +214,7 @@ def test_log_probs_of_a_turn_depend_on_the_history_before_it(lora_agent: LLMAgen
     assert not torch.allclose(both_lp[1, last - n_reply : last], first_lp[0], atol=1e-3)
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @heavy
 def test_real_grpo_steps_change_log_probs_and_a_checkpoint_resumes_exactly(
     lora_agent: LLMAgent, tmp_path: Path
@@ -309,6 +310,7 @@ def test_vllm_generation_samples_replies_on_a_gpu() -> None:
     assert len(replies) == 2 and all(isinstance(reply, str) for reply in replies)
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.integration
 @heavy
 def test_in_a_grouped_rollout_on_the_kaggle_env_turn_two_sees_the_task_its_reply_and_the_log(

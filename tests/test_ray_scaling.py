@@ -14,6 +14,7 @@ pytest.importorskip("ray")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.integration
 @pytest.mark.slow
 def test_benchmark_smoke_writes_tables_and_plot_with_plausible_rates(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ def test_unknown_methods_are_refused_with_the_valid_ones():
     assert summarise([], ["grpo"]) == []
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.integration
 @pytest.mark.slow
 def test_compare_writes_the_table_and_skips_complete_runs_when_run_again(tmp_path):

@@ -134,6 +134,7 @@ def _train(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 @pytest.mark.integration
 def test_a_run_killed_mid_step_resumes_to_the_same_metrics_as_an_uninterrupted_run(tmp_path):
     reference = _train(*RESUMABLE, "--out", str(tmp_path / "reference"))
