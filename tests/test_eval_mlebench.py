@@ -92,7 +92,7 @@ def _policy_solution_graded_directly(run: Path, data: Path, registry: Path, metr
     """The run's first evaluation solution on ``data`` (same checkpoint, same sampling state), executed in
     a real sandbox and graded by score_submission's path, without wmrl eval."""
     from wmrl_adapters.train.config import load_config
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.trainer import Trainer, evaluation_seed
 
     from wmrl_envs.kaggle.competition import load_competition
     from wmrl_envs.kaggle.env import extract_code
@@ -105,6 +105,7 @@ def _policy_solution_graded_directly(run: Path, data: Path, registry: Path, metr
     trainer = Trainer(load_config(None, json.loads((run / "config.json").read_text())), run, resume=True)
     try:
         trainer.set_eval_competitions([competition])
+        trainer.policy.generator.manual_seed(evaluation_seed(trainer.config.seed))  # as every evaluation
         context = TurnContext(0, competition.id, 0, 0, ("task",), (), ({},))
         (action,) = trainer.policy.act(["task"], [{"competition_id": competition.id}], contexts=[context])
     finally:

@@ -89,6 +89,7 @@ __all__ = [
     "Trainer",
     "build_policy",
     "correction_config",
+    "evaluation_seed",
     "learning_metrics",
     "read_metrics",
     "write_atomic",
@@ -98,6 +99,11 @@ CLOCKS = ("policy_sample", "policy_update", "world_model_predict", "world_model_
 """The in-process compute the trainer measures in CPU-seconds (:class:`CpuClock` each)."""
 _EVAL_STREAM = 0xE7A1
 """Mixed with the run's seed into the seed of every evaluation's sampling (common random numbers)."""
+
+
+def evaluation_seed(run_seed: int) -> int:
+    """The seed every evaluation of a run draws its policy's samples from (one stream per run seed)."""
+    return int(np.random.SeedSequence([run_seed, _EVAL_STREAM]).generate_state(1)[0])
 
 
 def build_policy(config: TrainConfig, competitions: Callable[[str], Competition]) -> Any:
@@ -388,8 +394,7 @@ class Trainer(RunTrainer):
         snapshot = copy.deepcopy(self.policy.state_dict())
         generator = getattr(self.policy, "generator", None)
         if isinstance(generator, torch.Generator):
-            seed = np.random.SeedSequence([config.seed, _EVAL_STREAM]).generate_state(1)[0]
-            generator.manual_seed(int(seed))
+            generator.manual_seed(evaluation_seed(config.seed))
         try:
             result = evaluate_policy(
                 self.policy,
