@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bandit_ablation import mean_and_stderr
 from toy_bandit import SyntheticWorldModel, WorldModelErrorConfig
 from tqdm import tqdm
 from wmrl_adapters.cli import parse_dataclass_args
@@ -743,13 +744,6 @@ def _run_job(method: Method, world_model: str, seed: int) -> RunCurves:
 
 Runs = dict[tuple[str, str], list[RunCurves]]
 """(method, world model) -> one entry per seed; methods without a world model are stored under each."""
-
-
-def mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error over seeds (0 for one seed)."""
-    array = np.asarray(values, dtype=float)
-    stderr = float(array.std(ddof=1) / np.sqrt(array.size)) if array.size > 1 else 0.0
-    return float(array.mean()), stderr
 
 
 def paired(values: np.ndarray, reference: np.ndarray) -> str:
