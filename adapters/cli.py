@@ -37,9 +37,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "docker": ("wmrl_adapters.docker", "Build the Docker sandbox image / check the engine."),
     "doctor": ("wmrl_adapters.doctor", "Report which sandboxes, engines and offline models work here."),
     "train": ("wmrl_adapters.train.cli", "Train a code agent, or a robot policy (--env), with GRPO or WMRL."),
-    "eval": ("wmrl_adapters.train.evaluate", "Evaluate a trained run for real on held-out or any tasks."),
-    "compare": ("wmrl_adapters.train.compare", "Train every method x seeds on the Kaggle suite; one table."),
-    "record": ("wmrl_adapters.train.record", "Execute designs on the suite once, for real: a replay table."),
+    "eval": (
+        "wmrl_adapters.train.kaggle.evaluate", "Evaluate a trained run for real on held-out or any tasks."
+    ),
+    "compare": (
+        "wmrl_adapters.train.kaggle.compare", "Train every method x seeds on the Kaggle suite; one table."
+    ),
+    "record": (
+        "wmrl_adapters.train.kaggle.record", "Execute designs on the suite once, for real: a replay table."
+    ),
 }
 """Subcommand -> (module with a ``main(argv)`` function, one-line help)."""
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from wmrl_adapters.train.config import TrainConfig, check_model_dir, check_path
-from wmrl_adapters.train.world_models import (
+from wmrl_adapters.train.kaggle.config import TrainConfig
+from wmrl_adapters.train.kaggle.world_models import (
     EMBEDDINGS,
     WORLD_MODEL_ALIASES,
     WORLD_MODEL_SPECS,
@@ -52,6 +52,7 @@ from wmrl_adapters.train.world_models import (
     split_world_model_specs,
     transformers_model_dir,
 )
+from wmrl_adapters.train.run.checks import check_model_dir, check_path
 
 from wmrl_algos.errors import ConfigError, DataError
 from wmrl_algos.power import ExpectedEffect, check_anchor_fraction

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from wmrl_adapters.train.state_io import load_state, save_state
+from wmrl_adapters.train.run.state_io import load_state, save_state
 
 from wmrl_algos.errors import CheckpointError, ConfigError, WorldModelError, require
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop

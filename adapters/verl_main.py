@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from wmrl_adapters.train.state_io import load_state, save_state
+from wmrl_adapters.train.run.state_io import load_state, save_state
 from wmrl_adapters.verl import ADV_ESTIMATOR_NAME, BatchScorer, WMRLRewardManager, _verl, register
 
 from wmrl_algos.errors import ConfigError

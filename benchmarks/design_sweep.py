@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wmrl_adapters.cli import parse_dataclass_args
-from wmrl_adapters.train.design_policy import design_action
-from wmrl_adapters.train.execution import CachedKaggleEnv, ComputeMeter
-from wmrl_adapters.train.record import SUITE_DESIGNS
+from wmrl_adapters.train.kaggle.design_policy import design_action
+from wmrl_adapters.train.kaggle.execution import CachedKaggleEnv, ComputeMeter
+from wmrl_adapters.train.kaggle.record import SUITE_DESIGNS
 
 from wmrl_envs.kaggle.design import Design
 from wmrl_envs.kaggle.suite import load_suite

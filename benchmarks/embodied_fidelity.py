@@ -41,7 +41,7 @@ import torch
 from gymnasium.wrappers import TimeLimit
 from scipy.stats import spearmanr
 from tqdm import tqdm
-from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy, behaviour_cloning
+from wmrl_adapters.train.embodied.policy import GaussianMLPPolicy, behaviour_cloning
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied.demos import collect_demonstrations

@@ -57,7 +57,7 @@ from bandit_ablation import mean_and_stderr
 from toy_bandit import SyntheticWorldModel, WorldModelErrorConfig
 from tqdm import tqdm
 from wmrl_adapters.cli import parse_dataclass_args
-from wmrl_adapters.train.design_policy import DesignPolicy, design_action
+from wmrl_adapters.train.kaggle.design_policy import DesignPolicy, design_action
 
 from wmrl_algos.algorithms import algorithm
 from wmrl_algos.errors import ConfigError, WMRLError

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from wmrl_adapters.train.design_policy import DesignPolicy
+from wmrl_adapters.train.kaggle.design_policy import DesignPolicy
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.design import Design

@@ -1,4 +1,4 @@
-"""Checkpoints are data, not code (wmrl_adapters.train.state_io and every loader that uses it).
+"""Checkpoints are data, not code (wmrl_adapters.train.run.state_io and every loader that uses it).
 
 A tampered checkpoint is a real malicious pickle: an object whose ``__reduce__`` makes unpickling call
 ``os.system`` to create a marker file. Every place wmrl loads a file a run or a trainer's checkpoint
@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 import torch
 from _helpers import run_wmrl
-from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig
-from wmrl_adapters.train.state_io import FORMAT_KEY, load_state, save_state, state_bytes, to_plain
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.kaggle.config import TrainConfig
+from wmrl_adapters.train.run.state_io import FORMAT_KEY, load_state, save_state, state_bytes, to_plain
 
 from wmrl_algos.errors import CheckpointError
 from wmrl_algos.loop import CorrectionConfig, CorrectionLoop
@@ -236,8 +237,8 @@ def test_resuming_an_older_wmrl_run_is_refused_with_how_to_start_again(tmp_path:
 def test_a_tampered_init_policy_is_refused_and_runs_no_code(tmp_path: Path) -> None:
     """``EmbodiedTrainer._load_init`` on a real policy; the trainer around it (simulator workers) is not
     built: it is not what reads the file, and it needs the embodied stack."""
-    from wmrl_adapters.train.embodied import EmbodiedTrainer
-    from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
+    from wmrl_adapters.train.embodied.policy import GaussianMLPPolicy
+    from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
 
     marker = tmp_path / "pwned"
     trainer = SimpleNamespace(policy=GaussianMLPPolicy({"proprio": 9}, seed=0), config=EmbodiedConfig())

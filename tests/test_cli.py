@@ -146,7 +146,8 @@ def test_help_speaks_to_users_and_shows_every_default(
 def test_train_help_lists_every_setting_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
     import dataclasses
 
-    from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.kaggle.config import TrainConfig
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])

@@ -22,7 +22,7 @@ import contextlib, io, json, sys
 from wmrl_adapters.cli import main
 
 HEAVY = ("transformers", "lerobot", "robosuite", "sentence_transformers",
-         "wmrl_adapters.train.trainer", "wmrl_adapters.train.embodied")
+         "wmrl_adapters.train.kaggle.trainer", "wmrl_adapters.train.embodied.trainer")
 results = {}
 for name, argv in json.loads(sys.argv[1]).items():
     stderr = io.StringIO()
@@ -146,7 +146,9 @@ def test_the_error_says_what_was_expected(paths: dict[str, Path], results: dict[
 
 
 def test_a_model_directory_with_config_json_and_an_online_hub_id_are_accepted(tmp_path: Path) -> None:
-    from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig, check_model_dir
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.run.checks import check_model_dir
 
     (tmp_path / "config.json").write_text("{}")
     assert TrainConfig(world_model=f"llm:transformers={tmp_path}").world_model.endswith(str(tmp_path))
@@ -155,7 +157,7 @@ def test_a_model_directory_with_config_json_and_an_online_hub_id_are_accepted(tm
         [
             sys.executable,
             "-c",
-            "from wmrl_adapters.train.config import check_model_dir as c; c('--x', 'org/m')",
+            "from wmrl_adapters.train.run.checks import check_model_dir as c; c('--x', 'org/m')",
         ],
         env={k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")},
         capture_output=True,

@@ -15,8 +15,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from wmrl_adapters.train.cli import _print_embodied
-from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied import EmbodiedTrainer
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
 
 STEP_SECONDS = 0.01
 SUCCESS_AT = 3
@@ -82,7 +82,7 @@ def test_sft_counts_its_demonstrations_and_evaluation_as_simulator_episodes(
 def test_rl_counts_rollouts_as_training_and_evaluations_apart(tmp_path: Path) -> None:
     config = EmbodiedConfig(algo="grpo", steps=2, groups=2, group_size=2, eval_every=1, **SMALL)
     EmbodiedTrainer(config, tmp_path / "grpo", make_env=_ScriptedLift).run()
-    from wmrl_adapters.train.rundir import read_metrics
+    from wmrl_adapters.train.run.rundir import read_metrics
 
     lines = read_metrics(tmp_path / "grpo" / "metrics.jsonl")
     assert [line["compute/sim_episodes"] for line in lines] == [4, 8], "training rollouts only"

@@ -86,7 +86,7 @@ def test_config_rejects_invalid_values(kwargs: dict) -> None:
 
 
 def test_a_saved_scorer_restores_as_plain_data_and_refits_identically(tmp_path) -> None:
-    from wmrl_adapters.train.state_io import load_state, save_state
+    from wmrl_adapters.train.run.state_io import load_state, save_state
 
     rng = np.random.default_rng(4)
     scorer = LearnedProgressScorer(FAST)

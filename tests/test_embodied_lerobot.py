@@ -123,8 +123,8 @@ def _inside_stack(out: Path) -> dict[str, Any]:
     import safetensors.torch
     import torch
     from wmrl_adapters.train import embodied_policy
-    from wmrl_adapters.train.embodied_policy import LeRobotGaussianPolicy, make_random_act
-    from wmrl_adapters.train.state_io import load_state
+    from wmrl_adapters.train.embodied.policy import LeRobotGaussianPolicy, make_random_act
+    from wmrl_adapters.train.run.state_io import load_state
 
     from wmrl_algos.errors import ConfigError
 

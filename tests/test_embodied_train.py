@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 from _helpers import embodied_marks
-from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied import EmbodiedTrainer, RolloutPolicy
-from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
-from wmrl_adapters.train.rundir import learning_metrics, read_metrics
-from wmrl_adapters.train.state_io import load_state
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.embodied.policy import GaussianMLPPolicy
+from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer, RolloutPolicy
+from wmrl_adapters.train.run.rundir import learning_metrics, read_metrics
+from wmrl_adapters.train.run.state_io import load_state
 
 from wmrl_envs.embodied import ProgressWorldModel, RobosuiteEnv, SimStateProgressScorer
 from wmrl_envs.embodied.outcomes import EpisodeOutcomes, episode_outcome

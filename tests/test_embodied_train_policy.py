@@ -12,14 +12,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied import LIBERO_INIT_STATES, EmbodiedTrainer
-from wmrl_adapters.train.embodied_policy import (
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.embodied.policy import (
     ActionDistributionPolicy,
     GaussianMLPPolicy,
     behaviour_cloning,
     build_embodied_policy,
 )
+from wmrl_adapters.train.embodied.trainer import LIBERO_INIT_STATES, EmbodiedTrainer
 
 from wmrl_algos.errors import ConfigError, MissingDependencyError
 

@@ -91,8 +91,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _policy_solution_graded_directly(run: Path, data: Path, registry: Path, metric: str | None) -> float:
     """The run's first evaluation solution on ``data`` (same checkpoint, same sampling state), executed in
     a real sandbox and graded by score_submission's path, without wmrl eval."""
-    from wmrl_adapters.train.config import load_config
-    from wmrl_adapters.train.trainer import Trainer, evaluation_seed
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.kaggle.trainer import Trainer, evaluation_seed
+    from wmrl_adapters.train.run.checks import load_config
 
     from wmrl_envs.kaggle.competition import load_competition
     from wmrl_envs.kaggle.env import extract_code
@@ -102,7 +103,8 @@ def _policy_solution_graded_directly(run: Path, data: Path, registry: Path, metr
     from wmrl_envs.sandbox.base import ExecutionRequest
 
     competition = load_competition(data, registry=registry, metric=metric)
-    trainer = Trainer(load_config(None, json.loads((run / "config.json").read_text())), run, resume=True)
+    config = load_config(None, json.loads((run / "config.json").read_text()), TrainConfig)
+    trainer = Trainer(config, run, resume=True)
     try:
         trainer.set_eval_competitions([competition])
         trainer.policy.generator.manual_seed(evaluation_seed(trainer.config.seed))  # as every evaluation
@@ -200,7 +202,7 @@ def test_a_resume_refuses_the_unsafe_sandbox_a_run_config_asks_for(unsafe_run: P
 
 
 def test_a_directory_with_the_id_of_a_suite_competition_is_refused(tmp_path: Path) -> None:
-    from wmrl_adapters.train.evaluate import resolve_competitions
+    from wmrl_adapters.train.kaggle.evaluate import resolve_competitions
 
     from wmrl_algos.errors import ConfigError
     from wmrl_envs.kaggle.suite import load_suite
@@ -213,7 +215,7 @@ def test_a_directory_with_the_id_of_a_suite_competition_is_refused(tmp_path: Pat
 
 
 def test_the_design_agent_writes_a_solution_for_a_competition_it_never_saw(tmp_path: Path) -> None:
-    from wmrl_adapters.train.design_policy import DesignPolicy
+    from wmrl_adapters.train.kaggle.design_policy import DesignPolicy
 
     from wmrl_algos.errors import ConfigError
     from wmrl_envs.kaggle.competition import load_competition

@@ -567,6 +567,6 @@ def test_a_bad_anchor_fraction_is_rejected_with_the_value_and_the_fix(text: str,
 
 def test_the_expected_effect_is_stated_at_wmrl_trains_anchor_fraction_by_default() -> None:
     from wmrl_adapters.fidelity_cli import parse_args
-    from wmrl_adapters.train.config import TrainConfig
+    from wmrl_adapters.train.kaggle.config import TrainConfig
 
     assert parse_args([]).anchor_fraction == TrainConfig().anchor_fraction

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from wmrl_adapters.llm_agent import LLMAgent, LLMAgentConfig
-from wmrl_adapters.train.policy import TrainablePolicy
+from wmrl_adapters.train.run.policy import TrainablePolicy
 
 from wmrl_algos.errors import BackendUnavailableError, CheckpointError, ConfigError, MissingDependencyError
 from wmrl_algos.grpo import GRPOConfig, grpo_loss

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from wmrl_adapters.llm_agent import LLMAgent, LLMAgentConfig
-from wmrl_adapters.train.rundir import grpo_update
+from wmrl_adapters.train.run.rundir import grpo_update
 
 from wmrl_algos.grpo import GRPOConfig, grpo_loss
 from wmrl_envs.rollouts import Trajectory

@@ -12,7 +12,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pytest
-from wmrl_adapters.train.plots import (
+from wmrl_adapters.train.run.plots import (
     EMBODIED_PANELS,
     KAGGLE_PANELS,
     START_UNKNOWN,

@@ -425,8 +425,8 @@ def test_a_factory_that_builds_no_world_model_is_refused(live: LocalCluster) -> 
 def test_wmrl_train_with_ray_runs_its_anchor_executions_on_the_worker_nodes(
     live: LocalCluster, tmp_path: Path
 ) -> None:
-    from wmrl_adapters.train.config import TrainConfig
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.kaggle.trainer import Trainer
 
     config = TrainConfig(
         algo="wmrl", world_model="rubric", steps=1, groups=2, group_size=2, max_turns=1,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from wmrl_adapters.cli import main as wmrl_main
-from wmrl_adapters.train.record import (
+from wmrl_adapters.train.kaggle.record import (
     SUITE_DESIGNS,
     CheckRow,
     RecordArgs,

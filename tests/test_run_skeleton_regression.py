@@ -52,15 +52,15 @@ EMBODIED_ALGOS = ("grpo", "wmrl")
 
 
 def _learning_lines(run_dir: Path) -> list[dict[str, float]]:
-    from wmrl_adapters.train.rundir import learning_metrics, read_metrics
+    from wmrl_adapters.train.run.rundir import learning_metrics, read_metrics
 
     return [learning_metrics(line) for line in read_metrics(run_dir / "metrics.jsonl")]
 
 
 def kaggle_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
     """The learning metrics of a 2-step Kaggle run (real bubblewrap sandbox, design policy, rubric)."""
-    from wmrl_adapters.train.config import TrainConfig
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.kaggle.trainer import Trainer
 
     Trainer(TrainConfig(algo=algo, **KAGGLE), run_dir).run()  # type: ignore[arg-type]
     return _learning_lines(run_dir)
@@ -68,8 +68,8 @@ def kaggle_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
 
 def kaggle_resume_to_three(run_dir: Path) -> list[dict[str, float]]:
     """Resume the 2-step wmrl run in ``run_dir`` to 3 steps; its learning metrics."""
-    from wmrl_adapters.train.config import TrainConfig
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.kaggle.trainer import Trainer
 
     config = TrainConfig(algo="wmrl", **{**KAGGLE, "steps": 3})  # type: ignore[arg-type]
     Trainer(config, run_dir, resume=True).run()
@@ -78,8 +78,8 @@ def kaggle_resume_to_three(run_dir: Path) -> list[dict[str, float]]:
 
 def embodied_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
     """The learning metrics of a 2-step robosuite Lift run of the gaussian-mlp policy."""
-    from wmrl_adapters.train.config import EmbodiedConfig
-    from wmrl_adapters.train.embodied import EmbodiedTrainer
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
 
     EmbodiedTrainer(EmbodiedConfig(algo=algo, **EMBODIED), run_dir).run()  # type: ignore[arg-type]
     return _learning_lines(run_dir)
@@ -87,8 +87,10 @@ def embodied_run(algo: str, run_dir: Path) -> list[dict[str, float]]:
 
 def correction_settings() -> dict[str, dict[str, dict[str, Any]]]:
     """The ``CorrectionConfig`` of every algorithm under each track's default settings."""
-    from wmrl_adapters.train.config import ALGOS, EmbodiedConfig, TrainConfig
-    from wmrl_adapters.train.trainer import correction_config
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.kaggle.trainer import correction_config
+    from wmrl_adapters.train.run.settings import ALGOS
 
     return {
         track: {
@@ -142,9 +144,10 @@ def test_a_kaggle_checkpoint_written_before_the_skeleton_resumes_to_the_recorded
 
 
 def test_a_run_dir_written_before_refit_every_was_a_setting_resumes_with_the_refit_it_used(tmp_path):
-    from wmrl_adapters.train.config import TrainConfig, load_config
-    from wmrl_adapters.train.rundir import RunTrainer
-    from wmrl_adapters.train.settings import settings_before
+    from wmrl_adapters.train.kaggle.config import TrainConfig
+    from wmrl_adapters.train.run.checks import load_config
+    from wmrl_adapters.train.run.rundir import RunTrainer
+    from wmrl_adapters.train.run.settings import settings_before
 
     run_dir = tmp_path / "run"
     shutil.copytree(BEFORE_RUN, run_dir)

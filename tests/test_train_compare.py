@@ -1,4 +1,5 @@
-"""Tests of wmrl compare (wmrl_adapters.train.compare): the table, the targets, skipping complete runs."""
+"""Tests of wmrl compare (wmrl_adapters.train.kaggle.compare): the table, the targets, skipping complete runs.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from wmrl_adapters.train.compare import CompareArgs, eval_curve, summarise, targets
+from wmrl_adapters.train.kaggle.compare import CompareArgs, eval_curve, summarise, targets
 
 from wmrl_algos.errors import ConfigError
 

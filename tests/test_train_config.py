@@ -1,4 +1,7 @@
-"""Tests of wmrl_adapters.train.config and the CLI override parser: bad input names the valid choices."""
+"""Tests of the run configs (kaggle.config, embodied.config, run.checks) and the CLI override parser.
+
+Bad input names the valid choices.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import json
 
 import pytest
 from wmrl_adapters.train.cli import parse_overrides
-from wmrl_adapters.train.config import ALGOS, TrainConfig, load_config, paper_config
+from wmrl_adapters.train.kaggle.config import TrainConfig, paper_config
+from wmrl_adapters.train.run.checks import load_config
+from wmrl_adapters.train.run.settings import ALGOS
 
 from wmrl_algos.errors import ConfigError
 
@@ -39,13 +44,13 @@ def test_unknown_config_keys_list_the_valid_ones(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"algo": "od", "lr": 0.1}))
     with pytest.raises(ConfigError, match="unknown config key.*'lr'.*learning_rate"):
-        load_config(path)
+        load_config(path, None, TrainConfig)
 
 
 def test_a_config_file_and_overrides_combine_with_overrides_winning(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"algo": "od", "steps": 3}))
-    config = load_config(path, {"steps": 5})
+    config = load_config(path, {"steps": 5}, TrainConfig)
     assert (config.algo, config.steps, config.groups) == ("od", 5, TrainConfig().groups)
 
 
@@ -66,8 +71,8 @@ def test_the_paper_scale_is_8_groups_of_8_and_4_turns():
 
 
 def test_both_tracks_take_each_correction_default_from_correction_config_or_the_named_cpu_override():
-    from wmrl_adapters.train.config import EmbodiedConfig
-    from wmrl_adapters.train.settings import CPU_SCALE_OVERRIDES
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.run.settings import CPU_SCALE_OVERRIDES
 
     from wmrl_algos.loop import CorrectionConfig
 
@@ -78,8 +83,8 @@ def test_both_tracks_take_each_correction_default_from_correction_config_or_the_
 
 
 def test_the_shared_settings_are_declared_once_and_help_the_same_in_both_tracks():
-    from wmrl_adapters.train.config import EmbodiedConfig
-    from wmrl_adapters.train.settings import RunSettings
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
+    from wmrl_adapters.train.run.settings import RunSettings
 
     shared = {spec.name: spec for spec in dataclasses.fields(RunSettings)}
     embodied = {spec.name: spec for spec in dataclasses.fields(EmbodiedConfig)}

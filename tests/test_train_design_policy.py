@@ -1,11 +1,11 @@
-"""Tests of wmrl_adapters.train.design_policy: sampling, stateless log-probs, resume."""
+"""Tests of wmrl_adapters.train.kaggle.design_policy: sampling, stateless log-probs, resume."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from wmrl_adapters.train.design_policy import DesignPolicy, design_action
-from wmrl_adapters.train.policy import TrainablePolicy
+from wmrl_adapters.train.kaggle.design_policy import DesignPolicy, design_action
+from wmrl_adapters.train.run.policy import TrainablePolicy
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.kaggle.design import DECISIONS, Design, parse_design

@@ -1,5 +1,5 @@
-"""Tests of wmrl_adapters.train.execution: the execution cache charges hits at cost; real runs are counted;
-the in-process compute (policy, world model) is measured in CPU-seconds, not wall seconds.
+"""Tests of wmrl_adapters.train.kaggle.execution: the execution cache charges hits at cost; real runs are
+counted; the in-process compute (policy, world model) is measured in CPU-seconds, not wall seconds.
 
 The cache must never change a grade: it keys on the competition's content, it sees only actions the
 env accepts, and it replays only definite outcomes (real bubblewrap sandbox, built-in suite).
@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from wmrl_adapters.train.design_policy import design_action
-from wmrl_adapters.train.evaluate import evaluate_policy
-from wmrl_adapters.train.execution import (
+from wmrl_adapters.train.kaggle.design_policy import design_action
+from wmrl_adapters.train.kaggle.evaluate import evaluate_policy
+from wmrl_adapters.train.kaggle.execution import (
     CachedKaggleEnv,
     ComputeMeter,
     CpuClock,

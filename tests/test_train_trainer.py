@@ -1,5 +1,5 @@
-"""Tests of the trainer (wmrl_adapters.train.trainer): algorithms, exact resume after SIGKILL, failures,
-the step-0 evaluation and its paired change, and compute in one unit (CPU-seconds).
+"""Tests of the trainer (wmrl_adapters.train.kaggle.trainer): algorithms, exact resume after SIGKILL,
+failures, the step-0 evaluation and its paired change, and compute in one unit (CPU-seconds).
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ import time
 
 import pytest
 from _helpers import TINY_GROUP_ARGS
-from wmrl_adapters.train.config import ALGOS, TrainConfig
-from wmrl_adapters.train.evaluate import HeldOutScore, describe_held_out, paired_change
-from wmrl_adapters.train.execution import ExecutionCache
-from wmrl_adapters.train.trainer import (
+from wmrl_adapters.train.kaggle.config import TrainConfig
+from wmrl_adapters.train.kaggle.evaluate import HeldOutScore, describe_held_out, paired_change
+from wmrl_adapters.train.kaggle.execution import ExecutionCache
+from wmrl_adapters.train.kaggle.trainer import (
     Trainer,
     correction_config,
     learning_metrics,
     read_metrics,
     write_atomic,
 )
+from wmrl_adapters.train.run.settings import ALGOS
 
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
@@ -161,8 +162,8 @@ def test_a_run_killed_mid_step_resumes_to_the_same_metrics_as_an_uninterrupted_r
 
 @pytest.mark.llm
 def test_policy_llm_builds_the_llm_agent_as_a_trainable_policy():
-    from wmrl_adapters.train.policy import TrainablePolicy
-    from wmrl_adapters.train.trainer import build_policy
+    from wmrl_adapters.train.kaggle.trainer import build_policy
+    from wmrl_adapters.train.run.policy import TrainablePolicy
 
     policy = build_policy(TrainConfig(policy="llm", seed=3), lambda competition_id: None)
     assert isinstance(policy, TrainablePolicy)

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from wmrl_adapters.fidelity_cli import FidelityArgs, make_world_model, parse_args
-from wmrl_adapters.train.world_models import (
+from wmrl_adapters.train.kaggle.world_models import (
     WORLD_MODEL_ALIASES,
     WORLD_MODEL_SPECS,
     build_world_model,

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 from wmrl_adapters.fidelity_cli import FidelityArgs, make_world_model, parse_args
-from wmrl_adapters.train.config import TrainConfig
-from wmrl_adapters.train.world_models import (
+from wmrl_adapters.train.kaggle.config import TrainConfig
+from wmrl_adapters.train.kaggle.world_models import (
     NoWorldModel,
     WorldModelSpec,
     build_world_model,

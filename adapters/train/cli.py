@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wmrl_adapters.train.config import EmbodiedConfig, TrainConfig, check_path, coerce, load_config
-from wmrl_adapters.train.settings import settings_before
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.kaggle.config import TrainConfig
+from wmrl_adapters.train.run.checks import check_path, coerce, load_config
+from wmrl_adapters.train.run.settings import settings_before
 
 from wmrl_algos.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from wmrl_adapters.train.embodied import EmbodiedTrainer
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
+    from wmrl_adapters.train.kaggle.trainer import Trainer
 
 __all__ = ["main", "parse_overrides"]
 
@@ -144,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = load_config(args.config, overrides, cls)
         else:
             config = load_config(None, {**settings_before(saved), **overrides}, cls)
-        from wmrl_adapters.train.evaluate import refuse_unsafe_from_file
+        from wmrl_adapters.train.kaggle.evaluate import refuse_unsafe_from_file
 
         refuse_unsafe_from_file(getattr(config, "sandbox", None), overrides.get("sandbox"), saved_path)
         run_dir = args.resume
@@ -158,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(
                 "--ray runs Kaggle executions; an embodied run uses --workers simulator processes"
             )
-        from wmrl_adapters.train.embodied import EmbodiedTrainer
+        from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
 
         trainer: Trainer | EmbodiedTrainer = EmbodiedTrainer(config, run_dir, resume=args.resume is not None)
         print(f"run directory: {run_dir}")
@@ -168,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         _print_embodied(summary, run_dir)
         return 0
-    from wmrl_adapters.train.evaluate import describe_held_out, resolve_competitions
+    from wmrl_adapters.train.kaggle.evaluate import describe_held_out, resolve_competitions
 
     from wmrl_envs.kaggle.suite import load_suite
 
@@ -180,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             evaluation = resolve_competitions(specs, suite)
         except (ConfigError, DataError) as error:
             raise ConfigError(f"--eval-competitions {config.eval_competitions!r}: {error}") from error
-    from wmrl_adapters.train.trainer import Trainer
+    from wmrl_adapters.train.kaggle.trainer import Trainer
 
     trainer = Trainer(config, run_dir, resume=args.resume is not None, ray=args.ray, suite=suite)
     if evaluation:

@@ -680,7 +680,7 @@ class ReplayKaggleEnv(KaggleEnv):
         >>> table = ReplayTable.load("benchmarks/results/replay/suite_table.json")  # doctest: +SKIP
         >>> env = ReplayKaggleEnv(table, split="all")  # doctest: +SKIP
         >>> _ = env.reset(options={"competition": "titanic-survival"})  # doctest: +SKIP
-        >>> from wmrl_adapters.train.design_policy import design_action  # doctest: +SKIP
+        >>> from wmrl_adapters.train.kaggle.design_policy import design_action  # doctest: +SKIP
         >>> action = design_action(table.designs[0], env.competition)  # doctest: +SKIP
         >>> env.step(action)[4]["replayed"]  # doctest: +SKIP
         True

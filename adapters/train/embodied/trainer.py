@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from wmrl_adapters.train.config import EmbodiedConfig
-from wmrl_adapters.train.embodied_policy import behaviour_cloning, build_embodied_policy
-from wmrl_adapters.train.rundir import RunTrainer, mean_known
-from wmrl_adapters.train.settings import correction_config, run_algorithm
-from wmrl_adapters.train.state_io import load_state, save_state
+from wmrl_adapters.train.embodied.config import EmbodiedConfig
+from wmrl_adapters.train.embodied.policy import behaviour_cloning, build_embodied_policy
+from wmrl_adapters.train.run.rundir import RunTrainer, mean_known
+from wmrl_adapters.train.run.settings import correction_config, run_algorithm
+from wmrl_adapters.train.run.state_io import load_state, save_state
 
 from wmrl_algos.errors import ConfigError
 from wmrl_algos.loop import CorrectionLoop
@@ -111,7 +111,7 @@ class RolloutPolicy:
         sample_seed: the noise seed of a trajectory.
 
     Example:
-        >>> from wmrl_adapters.train.embodied_policy import GaussianMLPPolicy
+        >>> from wmrl_adapters.train.embodied.policy import GaussianMLPPolicy
         >>> from wmrl_envs.rollouts import TurnContext
         >>> sampler = RolloutPolicy(GaussianMLPPolicy({"proprio": 9}), lambda group, index: 7)
         >>> obs = {"proprio": np.zeros(9)}
@@ -515,7 +515,7 @@ class EmbodiedTrainer(RunTrainer):
 
     def plot(self, lines: list[dict[str, float]]) -> list[Path]:
         """The embodied panels (success, rewards, anchor weight, bias reduction, scorer AUROC, compute)."""
-        from wmrl_adapters.train.plots import EMBODIED_PANELS, plot_run
+        from wmrl_adapters.train.run.plots import EMBODIED_PANELS, plot_run
 
         return plot_run(lines, self.run_dir / "plots", panels=EMBODIED_PANELS)
 
