@@ -1,18 +1,5 @@
-"""Deprecated alias of :mod:`wmrl_adapters.train.kaggle.execution`.
+"""Deprecated alias of :mod:`wmrl_adapters.train.kaggle.execution` (moved; until wmrl 0.3.0)."""
 
-The module moved into its wing of ``wmrl_adapters.train``; this name is the same module object.
-"""
+from wmrl_adapters.train._aliases import alias
 
-from __future__ import annotations
-
-import sys
-import warnings
-
-from wmrl_adapters.train.kaggle import execution as _moved
-
-warnings.warn(
-    "wmrl_adapters.train.execution is deprecated: import wmrl_adapters.train.kaggle.execution",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+alias(__name__, "wmrl_adapters.train.kaggle.execution")
