@@ -106,6 +106,7 @@ def test_arm_bias_variant_has_the_within_group_rank_agreement_of_a_real_world_mo
 
 
 @pytest.mark.slow
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_useless_world_model_falls_back_to_anchor_grpo_and_debiasing_beats_the_raw_mix() -> None:
     bench = _load_script()
     args = bench.Args(steps=200, seeds=4)

@@ -35,11 +35,13 @@ def tiny_robometer():
     scorer.close()
 
 
+@pytest.mark.long  # the tiny Robometer's load: 38 s in CI; the long pass runs it
 def test_tiny_random_robometer_is_a_progress_scorer_built_offline(tiny_robometer) -> None:
     assert isinstance(tiny_robometer, ProgressScorer)
     assert tiny_robometer.parameters > 100_000 and tiny_robometer.name == "robometer-tiny-random"
 
 
+@pytest.mark.long  # the tiny Robometer's load: 38 s in CI; the long pass runs it
 def test_tiny_robometer_scores_a_real_lift_rollout_as_the_anchor_world_model(tiny_robometer) -> None:
     env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=64)
     wrapped = WorldModelWrapper(
@@ -59,6 +61,7 @@ def test_tiny_robometer_scores_a_real_lift_rollout_as_the_anchor_world_model(tin
     assert block["predicted"] is not None and -1.0 <= block["predicted"] <= 1.0
 
 
+@pytest.mark.long  # the tiny Robometer's load: 38 s in CI; the long pass runs it
 def test_every_frame_gets_a_progress_value_in_the_unit_interval(tiny_robometer) -> None:
     frames = np.random.default_rng(1).integers(0, 255, (10, 64, 64, 3), dtype=np.uint8)
     [curve] = tiny_robometer.progress(
@@ -67,6 +70,7 @@ def test_every_frame_gets_a_progress_value_in_the_unit_interval(tiny_robometer) 
     assert curve.progress.shape == (10,) and ((curve.progress >= 0) & (curve.progress <= 1)).all()
 
 
+@pytest.mark.long  # the tiny Robometer's load: 38 s in CI; the long pass runs it
 def test_a_trajectory_without_the_camera_is_unknown_not_zero(tiny_robometer) -> None:
     item = ProgressInput("lift", states={"proprio": np.zeros((5, 9))})
     assert tiny_robometer.progress([item]) == [None]

@@ -190,6 +190,7 @@ def test_agent_is_a_trainable_policy_with_only_lora_weights_trainable(lora_agent
 
 
 @heavy
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_mask_covers_every_assistant_turn_and_no_prompt_token(lora_agent: LLMAgent) -> None:
     tokenizer = lora_agent.tokenizer
     replies = ("```python\nprint(1)\n```", "Fixed:\n```python\nprint(2)\n```")

@@ -161,6 +161,7 @@ def test_a_run_killed_mid_step_resumes_to_the_same_metrics_as_an_uninterrupted_r
 
 
 @pytest.mark.llm
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_policy_llm_builds_the_llm_agent_as_a_trainable_policy():
     from wmrl_adapters.train.kaggle.trainer import build_policy
     from wmrl_adapters.train.run.policy import TrainablePolicy

@@ -32,6 +32,7 @@ GROUPS, GROUP_SIZE, STEPS = 6, 4, 3
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.long,  # the verl venv's run takes 65 s in CI: the long pass runs this module
     pytest.mark.skipif(
         not VERL_PYTHON.is_file(),
         reason=f"the verl venv is not built ({VERL_PYTHON} missing): run bash scripts/verl.sh",
