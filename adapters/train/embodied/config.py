@@ -17,12 +17,14 @@ from wmrl_adapters.train.run.settings import ALGOS, RunSettings, track_default
 
 from wmrl_algos.errors import ConfigError
 
-__all__ = ["EMBODIED_ALGOS", "EmbodiedConfig"]
+__all__ = ["EMBODIED_ALGOS", "WORLD_MODELS", "EmbodiedConfig"]
 
 
 EmbodiedAlgo = Literal["sft", "grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
 EMBODIED_ALGOS: tuple[str, ...] = ("sft", *ALGOS)
 """``sft`` (demonstrations + behaviour cloning) and the RL algorithms of :data:`ALGOS`."""
+WORLD_MODELS: tuple[str, ...] = ("sim-state", "learned", "approach")
+"""The progress scorers named without a file; ``visual:PATH`` names a trained visual scorer's checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,13 @@ class EmbodiedConfig(RunSettings):
         metadata=_help("Start from this policy checkpoint (an sft run's policy.pt); empty: fresh."),
     )
     world_model: str = field(
-        default="sim-state", metadata=_help("Progress scorer: sim-state (privileged) | learned (ensemble).")
+        default="sim-state",
+        metadata=_help(
+            "Progress scorer: sim-state (privileged simulator state: the upper bound) | learned (an ensemble "
+            "that learns from the anchor episodes during the run) | approach (deliberately hackable: credit "
+            "for reaching the object, grasped or not) | visual:PATH (a VisualProgressScorer checkpoint, "
+            "python -m wmrl_envs.embodied.visual --out PATH; the run renders its camera at its image size)."
+        ),
     )
     collapse: str = field(default="potential", metadata=_help("Progress curve -> score: potential | max."))
     steps: int = track_default("steps", 6)
@@ -87,8 +95,7 @@ class EmbodiedConfig(RunSettings):
                 "(e.g. libero:libero_object/0)"
             )
         self.tasks()
-        if self.world_model not in ("sim-state", "learned"):
-            raise ConfigError(f"world_model={self.world_model!r}; choose sim-state or learned")
+        self._check_world_model()
         if self.collapse not in ("potential", "max"):
             raise ConfigError(f"collapse={self.collapse!r}; choose potential or max")
         for name in ("horizon", "workers", "demos", "hidden", "bc_epochs"):
@@ -102,6 +109,28 @@ class EmbodiedConfig(RunSettings):
             check_model_dir("--policy", self.policy[len("lerobot:") :])
         if self.init:
             check_path("--init", self.init, "the policy.pt of an sft run, or no --init", kind="file")
+
+    def _check_world_model(self) -> None:
+        if self.world_model in WORLD_MODELS:
+            return
+        if not self.world_model.startswith("visual:"):
+            raise ConfigError(
+                f"world_model={self.world_model!r} is unknown; choose {', '.join(WORLD_MODELS)} or "
+                "visual:PATH (a visual progress scorer checkpoint)"
+            )
+        expected = (
+            "the checkpoint file VisualProgressScorer.save wrote (python -m wmrl_envs.embodied.visual --out "
+            "PATH), e.g. --world-model visual:visual_scorer.pt"
+        )
+        path = self.visual_checkpoint()
+        if not path:
+            raise ConfigError(f"world_model={self.world_model!r} names no checkpoint; pass {expected}")
+        check_path("--world-model visual:PATH", path, expected, kind="file")
+
+    def visual_checkpoint(self) -> str | None:
+        """The checkpoint path of ``world_model="visual:PATH"`` (``None`` for the other scorers)."""
+        kind, _, path = self.world_model.partition(":")
+        return path if kind == "visual" else None
 
     def _check_algo(self) -> None:
         if self.algo not in EMBODIED_ALGOS:

@@ -61,10 +61,18 @@ from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
 from wmrl_envs.embodied.fidelity import auroc
 from wmrl_envs.embodied.outcomes import EpisodeOutcomes, Outcome, episode_outcome, outcome_success
-from wmrl_envs.embodied.progress import ProgressWorldModel, SimStateProgressScorer
+from wmrl_envs.embodied.progress import ProgressInput, ProgressWorldModel, SimStateProgressScorer
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, TurnContext
 
-__all__ = ["EmbodiedTrainer", "LIBERO_INIT_STATES", "POLICY_FILE", "RolloutPolicy", "make_embodied_env"]
+__all__ = [
+    "EmbodiedTrainer",
+    "LIBERO_INIT_STATES",
+    "POLICY_FILE",
+    "RolloutPolicy",
+    "build_progress_scorer",
+    "make_embodied_env",
+    "scorer_view",
+]
 
 POLICY_FILE = "policy.pt"
 EVAL_SEED = 1_000_000
@@ -74,14 +82,79 @@ LIBERO_INIT_STATES = 50
 """Fixed initial states of every LIBERO task (``reset(options={"init_index": i})``, ``i < 50``)."""
 
 
-def make_embodied_env(config: EmbodiedConfig) -> Any:
-    """The env of ``config.env`` (state observations with ``object_state``; cameras as configured)."""
+def build_progress_scorer(config: EmbodiedConfig) -> Any:
+    """The progress scorer ``config.world_model`` names, built without starting a simulator.
+
+    ``sim-state``: :class:`~wmrl_envs.embodied.progress.SimStateProgressScorer`; ``learned``:
+    :class:`~wmrl_envs.embodied.learned.LearnedProgressScorer` (seeded by the run); ``approach``:
+    :class:`~wmrl_envs.embodied.hackable.ApproachProgressScorer`; ``visual:PATH``: the
+    :class:`~wmrl_envs.embodied.visual.VisualProgressScorer` saved at ``PATH``.
+
+    Raises:
+        CheckpointError: ``PATH`` is not a visual scorer's checkpoint (the scorer's error, naming it).
+        ConfigError: ``PATH`` holds an untrained scorer, which would leave every episode unscored.
+
+    Example:
+        >>> build_progress_scorer(EmbodiedConfig(world_model="approach")).name
+        'approach'
+    """
+    path = config.visual_checkpoint()
+    if path is not None:
+        from wmrl_envs.embodied.visual import VisualProgressScorer
+
+        scorer = VisualProgressScorer.load(path)
+        if not scorer.fitted:
+            raise ConfigError(
+                f"--world-model {config.world_model!r}: the checkpoint holds an untrained scorer (every "
+                "episode would be unscored); train one with python -m wmrl_envs.embodied.visual --out PATH"
+            )
+        return scorer
+    if config.world_model == "learned":
+        from wmrl_envs.embodied.learned import LearnedProgressConfig, LearnedProgressScorer
+
+        return LearnedProgressScorer(LearnedProgressConfig(seed=config.seed))
+    if config.world_model == "approach":
+        from wmrl_envs.embodied.hackable import ApproachProgressScorer
+
+        return ApproachProgressScorer()
+    return SimStateProgressScorer()
+
+
+def scorer_view(scorer: Any) -> tuple[str, int] | None:
+    """The camera and image size a scorer reads (``None``: it reads no camera frames).
+
+    Example:
+        >>> from wmrl_envs.embodied.visual import VisualProgressConfig, VisualProgressScorer
+        >>> scorer_view(VisualProgressScorer(VisualProgressConfig(image_size=32)))
+        ('agentview', 32)
+    """
+    config = getattr(scorer, "config", None)
+    camera = getattr(config, "camera", None)
+    if camera is None:
+        return None
+    from wmrl_envs.embodied._worker import CAMERAS, IMAGE_KEYS
+
+    return CAMERAS[IMAGE_KEYS.index(camera)], int(config.image_size)
+
+
+def make_embodied_env(config: EmbodiedConfig, view: tuple[str, int] | None = None) -> Any:
+    """The env of ``config.env`` (state observations with ``object_state``; cameras as configured).
+
+    Args:
+        config: the run's settings.
+        view: a camera and image size the progress scorer reads (:func:`scorer_view`): rendered
+            beside ``config.cameras``, every camera at that size.
+    """
     from wmrl_envs.embodied.envs import LiberoEnv, RobosuiteEnv
 
     cameras = config.camera_list()
-    if config.kind == "robosuite":
-        return RobosuiteEnv(config.name, cameras=cameras, object_states=True)  # type: ignore[arg-type]
-    return LiberoEnv(config.name, cameras=cameras, object_states=True)  # type: ignore[arg-type]
+    sizes: dict[str, int] = {}
+    if view is not None:
+        camera, image_size = view
+        cameras = cameras if camera in cameras else (*cameras, camera)
+        sizes["image_size"] = image_size
+    kind = RobosuiteEnv if config.kind == "robosuite" else LiberoEnv
+    return kind(config.name, cameras=cameras, object_states=True, **sizes)  # type: ignore[arg-type]
 
 
 def _action(policy: Any, obs: Mapping[str, Any], generator: torch.Generator | None) -> np.ndarray:
@@ -155,8 +228,10 @@ class EmbodiedTrainer(RunTrainer):
 
     Raises:
         ConfigError: see :meth:`RunTrainer.open_run_dir`; ``sft`` on an env without a scripted expert;
-            an ``init`` checkpoint that does not fit the policy.
-        CheckpointError: ``resume`` without a checkpoint.
+            an ``init`` checkpoint that does not fit the policy; a visual scorer that cannot read the
+            env's frames (its error names the camera and size it expects and what the env renders).
+        CheckpointError: ``resume`` without a checkpoint; a ``visual:PATH`` file that is not a visual
+            scorer's checkpoint.
 
     Example:
         >>> trainer = EmbodiedTrainer(EmbodiedConfig(algo="sft"), Path("runs/sft"))  # doctest: +SKIP
@@ -180,9 +255,16 @@ class EmbodiedTrainer(RunTrainer):
             except ConfigError as error:
                 raise ConfigError(f"algo=sft: {error}; or train on this env with --init POLICY.pt") from error
         torch.manual_seed(config.seed)
-        self._make_env = make_env or (lambda: make_embodied_env(config))
+        self.scorer: Any = build_progress_scorer(config)
+        view = scorer_view(self.scorer)
+        self._make_env = make_env or (lambda: make_embodied_env(config, view))
         self._envs: list[EpisodeOutcomes] = []
         probe = self._env(0)
+        try:
+            self._check_scorer_reads(probe.observation_space)
+        except ConfigError:
+            self._close_envs()
+            raise
         self._n_tasks = int(getattr(probe.unwrapped, "n_tasks", 1))
         self._has_init_states = config.kind == "libero"
         space = probe.observation_space
@@ -197,11 +279,6 @@ class EmbodiedTrainer(RunTrainer):
         self.optimizer = torch.optim.Adam(list(self.policy.parameters()), lr=config.learning_rate)
         self.algorithm = run_algorithm(config.algo)
         self.loop = CorrectionLoop(correction_config(config))
-        self.scorer: Any = SimStateProgressScorer()
-        if config.world_model == "learned":
-            from wmrl_envs.embodied.learned import LearnedProgressConfig, LearnedProgressScorer
-
-            self.scorer = LearnedProgressScorer(LearnedProgressConfig(seed=config.seed))
         self.world_model = ProgressWorldModel(self.scorer, collapse=config.collapse)  # type: ignore[arg-type]
         self.rollout = self._make_rollout()
         self.counts = {
@@ -216,6 +293,20 @@ class EmbodiedTrainer(RunTrainer):
             "demo_episodes": 0.0,
         }
         self.start_run_dir()
+
+    def _check_scorer_reads(self, space: Any) -> None:
+        """Refuse a scorer that cannot read the env's camera frames (another camera or image size).
+
+        A frame of each camera the env renders, of the shape its observation space declares, goes
+        through the scorer once: a mismatch raises the scorer's own :class:`ConfigError`, naming what it
+        was trained on and what the env gives, before any episode runs.
+        """
+        if scorer_view(self.scorer) is None:
+            return
+        frames = {
+            key: np.zeros((1, *space[key].shape), np.uint8) for key in space.spaces if key.endswith("_image")
+        }
+        self.scorer.progress([ProgressInput(self.config.name, frames=frames)])
 
     @property
     def total_steps(self) -> int:
@@ -522,9 +613,13 @@ class EmbodiedTrainer(RunTrainer):
     def close(self) -> None:
         """Stop the simulator workers and close TensorBoard."""
         self.rollout.close()
+        self._close_envs()
+        super().close()
+
+    def _close_envs(self) -> None:
+        """Stop the simulator workers."""
         for env in self._envs:
             env.close()
-        super().close()
 
     def extra_state(self) -> dict[str, Any]:
         """Policy, optimiser, correction state, the learned scorer (if any), counters, the cost ledger."""
