@@ -88,6 +88,14 @@ print("ok", len(moved))
     assert done.stdout.split() == ["ok", str(len(MOVED))]
 
 
+def test_an_old_module_run_as_a_script_runs_the_moved_one_and_says_so() -> None:
+    command = [sys.executable, "-W", "always::DeprecationWarning", "-m", "wmrl_adapters.train.embodied_policy"]
+    done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: python -m wmrl_adapters.train.embodied.policy" in done.stdout
+    assert "python -m wmrl_adapters.train.embodied_policy is deprecated" in done.stderr
+
+
 def test_the_embodied_config_imports_without_the_embodied_trainer() -> None:
     script = (
         "import sys, wmrl_adapters.train.embodied.config as c; c.EmbodiedConfig(algo='wm'); "
