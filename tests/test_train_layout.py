@@ -89,7 +89,7 @@ print("ok", len(moved))
 
 
 def test_an_old_module_run_as_a_script_runs_the_moved_one_and_says_so() -> None:
-    command = [sys.executable, "-W", "always::DeprecationWarning", "-m", "wmrl_adapters.train.embodied_policy"]
+    command = [sys.executable, "-Walways::DeprecationWarning", "-m", "wmrl_adapters.train.embodied_policy"]
     done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: python -m wmrl_adapters.train.embodied.policy" in done.stdout
