@@ -7,6 +7,7 @@ without the embodied stack; tests/test_embodied_train.py checks the same on the 
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,50 @@ def test_sft_counts_its_demonstrations_and_evaluation_as_simulator_episodes(
     assert final["compute/demo_episodes"] == 2
     assert final["compute/sim_episodes"] == 2, "the two demonstrations ran in the simulator"
     assert final["compute/sim_steps"] == 2 * SUCCESS_AT
-    assert final["time/eval_episodes"] == 2
-    assert final["time/eval_seconds"] >= 2 * SUCCESS_AT * STEP_SECONDS, "evaluation time is measured"
+    assert final["time/eval_episodes"] == 4, "the start's evaluation (step 0) and the end's"
+    assert final["time/eval_seconds"] >= 4 * SUCCESS_AT * STEP_SECONDS, "evaluation time is measured"
     _print_embodied(summary, tmp_path / "sft")
     out = capsys.readouterr().out
     assert "simulator episodes 2 (2 demonstrations, 0 training rollouts)" in out
-    assert "over 2 episodes (2 simulator episodes in all evaluations" in out
+    assert "over 2 episodes (4 simulator episodes in all evaluations" in out
     assert f"{final['time/eval_seconds']:.1f} s, not charged" in out
+
+
+def test_a_fresh_run_evaluates_its_start_and_the_summary_pairs_start_and_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wmrl_adapters.train.run.rundir import read_metrics
+    from wmrl_adapters.train.run.state_io import load_state
+
+    config = EmbodiedConfig(algo="grpo", steps=2, groups=2, group_size=2, **SMALL)
+    summary = EmbodiedTrainer(config, tmp_path / "grpo", make_env=_ScriptedLift).run()
+    start, *training = read_metrics(tmp_path / "grpo" / "metrics.jsonl")
+    assert start["step"] == 0 and start["eval/episodes"] == 2
+    assert {key.split("/")[0] for key in start} == {"step", "eval", "time"}, "the evaluation's keys only"
+    assert [line["step"] for line in training] == [1, 2]
+    held_out = summary["held_out"]
+    assert held_out["start"]["step"] == 0 and held_out["end"]["step"] == 2
+    assert (
+        held_out["start"]["episode_keys"]
+        == held_out["end"]["episode_keys"]
+        == ["Lift#1000000", "Lift#1000001"]
+    )
+    assert load_state(tmp_path / "grpo" / "checkpoint.pt", if_older="")["held_out"] == held_out
+    _print_embodied(summary, tmp_path / "grpo")
+    out = capsys.readouterr().out
+    assert "success at step 0: 1.000 ± 0.000 (2 episodes)" in out
+    assert "success at step 2: 1.000 ± 0.000 (2 episodes); change +0.000 ± 0.000 (paired" in out
+
+
+def test_the_charged_compute_is_cpu_seconds_that_add_up_to_the_total(tmp_path: Path) -> None:
+    config = EmbodiedConfig(algo="wmrl", steps=2, groups=2, group_size=2, anchor_fraction=0.5, **SMALL)
+    final = EmbodiedTrainer(config, tmp_path / "wmrl", make_env=_ScriptedLift).run()["final"]
+    parts = ("sim_cpu_s", "world_model_cpu_s", "policy_sample_cpu_s", "policy_update_cpu_s")
+    charged = [final[f"compute/{part}"] for part in parts]
+    assert all(value > 0 for value in charged), dict(zip(parts, charged, strict=True))
+    assert final["compute/charged_total"] == pytest.approx(sum(charged))
+    slept = 8 * SUCCESS_AT * STEP_SECONDS  # the stand-in sleeps 10 ms a step: wall time, no CPU
+    assert final["time/rollout_seconds"] >= slept > final["compute/sim_cpu_s"]
 
 
 def test_rl_counts_rollouts_as_training_and_evaluations_apart(tmp_path: Path) -> None:
@@ -85,7 +123,31 @@ def test_rl_counts_rollouts_as_training_and_evaluations_apart(tmp_path: Path) ->
     from wmrl_adapters.train.run.rundir import read_metrics
 
     lines = read_metrics(tmp_path / "grpo" / "metrics.jsonl")
+    start, *lines = lines  # the step-0 evaluation, then the training steps
+    assert "compute/sim_episodes" not in start and start["time/eval_episodes"] == 2
     assert [line["compute/sim_episodes"] for line in lines] == [4, 8], "training rollouts only"
-    assert [line["time/eval_episodes"] for line in lines] == [2, 4], "every evaluation, counted when it ran"
-    assert lines[0]["time/eval_seconds"] >= 2 * SUCCESS_AT * STEP_SECONDS
-    assert lines[1]["time/eval_seconds"] > lines[0]["time/eval_seconds"]
+    assert [line["time/eval_episodes"] for line in lines] == [4, 6], "every evaluation, counted when it ran"
+    assert start["time/eval_seconds"] >= 2 * SUCCESS_AT * STEP_SECONDS
+    assert lines[1]["time/eval_seconds"] > lines[0]["time/eval_seconds"] > start["time/eval_seconds"]
+
+
+def test_a_checkpoint_from_before_the_cpu_clocks_resumes_with_its_cpu_seconds_unknown_not_zero(
+    tmp_path: Path,
+) -> None:
+    from wmrl_adapters.train.run.state_io import load_state, save_state
+
+    config = EmbodiedConfig(algo="grpo", steps=1, groups=2, group_size=2, **SMALL)
+    EmbodiedTrainer(config, tmp_path / "run", make_env=_ScriptedLift).run()
+    path = tmp_path / "run" / "checkpoint.pt"
+    state = load_state(path, if_older="")
+    for key in ("clocks", "held_out"):  # what an older wmrl did not write
+        del state[key]
+    kept = ("sim_episodes", "sim_steps", "real_labels", "demo_episodes", "eval_episodes", "eval_seconds")
+    wall = {"sim_seconds": 1.0, "world_model_seconds": 0.5, "policy_seconds": 0.25}  # its wall seconds
+    state["counts"] = {**{key: state["counts"][key] for key in kept}, **wall}
+    save_state(path, state)
+    resumed = EmbodiedTrainer(config.replace(steps=2), tmp_path / "run", resume=True, make_env=_ScriptedLift)
+    final = resumed.run()["final"]
+    assert final["compute/sim_episodes"] == 8, "the counts carry on"
+    assert math.isnan(final["compute/sim_cpu_s"]) and math.isnan(final["compute/charged_total"])
+    assert final["time/rollout_seconds"] > 1.0, "the old wall seconds carry on under time/"

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -215,11 +216,14 @@ def test_wmrl_train_cli_runs_sft_then_rl_from_its_policy(tmp_path):
     )  # fmt: skip
     assert sft.returncode == 0, sft.stderr[-2000:]
     assert (tmp_path / "sft" / "policy.pt").is_file()
-    line = read_metrics(tmp_path / "sft" / "metrics.jsonl")[0]
+    start, line = read_metrics(tmp_path / "sft" / "metrics.jsonl")
+    assert start["step"] == 0 and start["eval/episodes"] == 1, "first the initial policy, evaluated"
+    assert not any(key.startswith(("sft/", "compute/")) for key in start), "and nothing trained yet"
     assert line["sft/demo_episodes"] == 2 and line["eval/episodes"] == 1
     assert line["compute/sim_episodes"] == 2, "the demonstrations are simulator episodes"
-    assert line["time/eval_episodes"] == 1 and line["time/eval_seconds"] > 0, "the evaluation is measured"
+    assert line["time/eval_episodes"] == 2 and line["time/eval_seconds"] > 0, "both evaluations are measured"
     assert "simulator episodes 2 (2 demonstrations, 0 training rollouts)" in sft.stdout
+    assert "success at step 0: " in sft.stdout and "; change " in sft.stdout, "start, end, paired change"
     rl = subprocess.run(
         [*base, "--algo", "wmrl", "--init", str(tmp_path / "sft" / "policy.pt"), "--steps", "1",
          "--groups", "2", "--group-size", "2", "--horizon", "3", "--eval-samples", "0",
@@ -263,3 +267,31 @@ def test_sft_on_libero_clones_the_scripted_pick_and_place_expert(tmp_path):
     assert final["compute/demo_episodes"] == 1 and final["sft/bc_loss_last"] < final["sft/bc_loss_first"]
     state = load_state(tmp_path / "sft" / "policy.pt", if_older="")
     GaussianMLPPolicy({"proprio": 9, "object_state": 70}, seed=1).load_state_dict(state)  # strict: fits
+
+
+@pytest.mark.long
+@pytest.mark.slow
+def test_the_charged_cpu_seconds_do_not_grow_when_busy_children_load_the_machine(tmp_path):
+    """Compute is charged in CPU-seconds (the simulator worker's own, this process's policy and scorer),
+    so the same run costs the same on a loaded machine; wall time, which measures the load, does not."""
+    config = EmbodiedConfig(algo="wmrl", **{**TINY, "horizon": 40, "init_std": 1.0})
+    quiet = EmbodiedTrainer(config, tmp_path / "quiet").run()["final"]
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 2))
+    ]
+    try:
+        time.sleep(0.5)
+        loaded = EmbodiedTrainer(config, tmp_path / "loaded").run()["final"]
+    finally:
+        for child in busy:
+            child.kill()
+            child.wait()
+    assert loaded["compute/sim_steps"] == quiet["compute/sim_steps"], "the same run"
+    parts = ("sim_cpu_s", "world_model_cpu_s", "policy_sample_cpu_s", "policy_update_cpu_s")
+    for run in (quiet, loaded):
+        assert all(run[f"compute/{part}"] > 0 for part in parts)
+        assert run["compute/charged_total"] == pytest.approx(sum(run[f"compute/{part}"] for part in parts))
+    ratio = loaded["compute/charged_total"] / quiet["compute/charged_total"]
+    wall = loaded["time/rollout_seconds"] / quiet["time/rollout_seconds"]
+    print(f"loaded / quiet: charged CPU-s {ratio:.2f}, rollout wall seconds {wall:.2f}")
+    assert ratio < 1.25, f"charged {ratio:.2f}x on a loaded machine (wall time grew {wall:.2f}x)"

@@ -218,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_embodied(summary: dict[str, object], run_dir: Path) -> None:
+    from wmrl_adapters.train.run.rundir import describe_held_out
+
     final: dict[str, float] = summary["final"]  # type: ignore[assignment]
     success = final.get("eval/success_rate")
     episodes, demos = final.get("compute/sim_episodes", 0.0), final.get("compute/demo_episodes", 0.0)
@@ -225,12 +227,18 @@ def _print_embodied(summary: dict[str, object], run_dir: Path) -> None:
         f"done: {summary['steps']} steps, simulator episodes {episodes:.0f} ({demos:.0f} demonstrations, "
         f"{episodes - demos:.0f} training rollouts), real success labels used "
         f"{final.get('compute/real_labels', 0):.0f}, compute charged "
-        f"{final.get('compute/charged_total', 0):.1f} s"
+        f"{final.get('compute/charged_total', 0):.1f} CPU-s (simulator "
+        f"{final.get('compute/sim_cpu_s', 0):.1f}, scorer {final.get('compute/world_model_cpu_s', 0):.1f}, "
+        f"policy sampling {final.get('compute/policy_sample_cpu_s', 0):.1f} + update "
+        f"{final.get('compute/policy_update_cpu_s', 0):.1f})"
     )
+    for line in describe_held_out(summary.get("held_out", {}), label="success"):  # type: ignore[arg-type]
+        print(line)
     if success is not None:
         print(
             f"evaluation: success rate {success:.3f} over {final.get('eval/episodes', 0):.0f} episodes "
             f"({final.get('time/eval_episodes', 0):.0f} simulator episodes in all evaluations, "
+            f"{final.get('time/eval_sim_cpu_s', 0):.1f} simulator CPU-s, "
             f"{final.get('time/eval_seconds', 0):.1f} s, not charged)"
         )
     if (run_dir / "policy.pt").is_file():

@@ -7,10 +7,12 @@ library, numpy and the stack, never wmrl. :mod:`wmrl_envs.embodied.stack` starts
 
 Protocol: each message is an 8-byte big-endian length then a pickle. The parent sends
 ``(operation, keyword_arguments)``; the worker answers ``("ok", value)`` or
-``("error", exception_type_name, message, traceback_text)`` and keeps serving. Both ends are this
-library's own processes (pickle is not a boundary against an attacker here). The simulator's own prints
-would corrupt the channel, so the worker moves the channel to a private descriptor and points
-stdout at stderr before importing anything.
+``("error", exception_type_name, message, traceback_text)`` and keeps serving. ``reset`` and ``step``
+answer with the CPU-seconds the worker itself spent on them (its ``time.process_time()``), so the owner
+can charge simulation in CPU time, which a loaded machine does not inflate as it does wall time. Both
+ends are this library's own processes (pickle is not a boundary against an attacker here). The
+simulator's own prints would corrupt the channel, so the worker moves the channel to a private
+descriptor and points stdout at stderr before importing anything.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import os
 import pickle
 import struct
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: ``reset`` and ``step`` also answer the CPU-seconds the worker spent on them."""
 MAX_PREDICATES = 4
 """Rows of the ``goal_features`` observation: the goal conditions tracked per task (LIBERO goals have at
 most three; robosuite's PickPlace has four objects)."""
@@ -482,13 +486,19 @@ class Worker:
             raise ValueError(f"unknown simulation kind {kind!r}")
         return self.simulation.describe()
 
-    def reset(self, task_id: int, init_index: int | None, seed: int) -> Any:
-        return self._simulation().reset(task_id, init_index, seed)
+    def reset(self, task_id: int, init_index: int | None, seed: int) -> tuple[Any, Any, float]:
+        """The reset's observation and task, and the CPU-seconds this process spent on it."""
+        started = time.process_time()
+        raw_obs, task = self._simulation().reset(task_id, init_index, seed)
+        return raw_obs, task, time.process_time() - started
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, Any] | None, bool, str | None]:
+    def step(self, action: np.ndarray) -> tuple[dict[str, Any] | None, bool, str | None, float]:
+        """The step's observation, success and error, and the CPU-seconds this process spent on it."""
+        started = time.process_time()
         simulation = self._simulation()
         raw_obs, success, error = simulation.checked_step(np.asarray(action, dtype=np.float64))
-        return (None if raw_obs is None else simulation.observation(raw_obs)), success, error
+        obs = None if raw_obs is None else simulation.observation(raw_obs)
+        return obs, success, error, time.process_time() - started
 
     def render(self, camera: str) -> np.ndarray:
         return self._simulation().render_frame(camera)

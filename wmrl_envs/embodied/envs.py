@@ -23,6 +23,8 @@ make a scorer's fidelity measurable in minutes. Both follow one set of conventio
   ``info["sim_error"]`` instead of raising into the trainer; a worker that died is re-started at reset;
 * ``render_mode="rgb_array"`` renders the agent-view camera; with no rendering backend the error names
   ``MUJOCO_GL``.
+* compute: :attr:`EmbodiedEnv.simulator_cpu_s` adds up the CPU-seconds the worker spent on the env's
+  resets and steps, measured in the worker (its process CPU time), not the wall time a caller waits.
 
 The simulator runs in a worker under the embodied stack's interpreter (:mod:`wmrl_envs.embodied.stack`).
 """
@@ -127,6 +129,9 @@ class EmbodiedEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (7,), np.float32)
         self._worker: SimulatorProcess | None = None
+        self.simulator_cpu_s = 0.0
+        """CPU-seconds the simulator workers spent on this env's resets and steps (each worker's own
+        ``time.process_time()``; a worker's start-up, and a step it died in, are not counted)."""
         self._description: dict[str, Any] = {}
         self._task: dict[str, Any] | None = None
         self._last_obs: dict[str, Any] | None = None
@@ -181,12 +186,13 @@ class EmbodiedEnv(gym.Env[dict[str, Any], np.ndarray]):
         draw = int(self.np_random.integers(2**31 - 1))
         if self._worker is None or not self._worker.alive:
             self._start_worker()
-        raw_obs, task = self._require_worker().call(
+        raw_obs, task, cpu_s = self._require_worker().call(
             "reset",
             task_id=int(task_id),
             init_index=None if init_index is None else int(init_index),
             seed=draw,
         )
+        self.simulator_cpu_s += cpu_s
         self._task = task
         obs = self._observation(raw_obs)
         self._last_obs = obs
@@ -220,9 +226,12 @@ class EmbodiedEnv(gym.Env[dict[str, Any], np.ndarray]):
                 f"action {values.tolist()} has a non-finite value; the simulator would diverge"
             )
         try:
-            raw_obs, success, error = self._require_worker().call("step", action=np.clip(values, -1.0, 1.0))
-        except SimulatorError as exc:
-            raw_obs, success, error = None, False, f"the simulator worker failed: {exc}"
+            raw_obs, success, error, cpu_s = self._require_worker().call(
+                "step", action=np.clip(values, -1.0, 1.0)
+            )
+        except SimulatorError as exc:  # the worker died: the CPU of the step it did not finish is unknown
+            raw_obs, success, error, cpu_s = None, False, f"the simulator worker failed: {exc}", 0.0
+        self.simulator_cpu_s += cpu_s
         if error is not None:
             self._needs_reset = True
             return self._last_obs, 0.0, False, True, {**self._info(success=False), "sim_error": error}

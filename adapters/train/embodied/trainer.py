@@ -42,17 +42,27 @@ success with its standard error and the number of episodes.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.policy import behaviour_cloning, build_embodied_policy
-from wmrl_adapters.train.run.rundir import RunTrainer, mean_known
+from wmrl_adapters.train.run.rundir import (
+    CpuClock,
+    CpuTimedPolicy,
+    CpuTimedWorldModel,
+    HeldOutScore,
+    RunTrainer,
+    mean_known,
+)
 from wmrl_adapters.train.run.settings import correction_config, run_algorithm
 from wmrl_adapters.train.run.state_io import load_state, save_state
 
@@ -69,12 +79,15 @@ __all__ = [
     "LIBERO_INIT_STATES",
     "POLICY_FILE",
     "RolloutPolicy",
+    "SimulatorCpu",
     "build_progress_scorer",
     "make_embodied_env",
     "scorer_view",
 ]
 
 POLICY_FILE = "policy.pt"
+CLOCKS = ("policy_sample", "policy_update", "world_model_predict", "world_model_learn")
+"""The in-process compute the trainer measures in CPU-seconds (a :class:`CpuClock` each)."""
 EVAL_SEED = 1_000_000
 """Evaluation episodes reset with ``EVAL_SEED + i`` (robosuite: the placement): every run and method is
 evaluated on the same initial states (paired)."""
@@ -217,6 +230,57 @@ class RolloutPolicy:
         return actions
 
 
+class SimulatorCpu(gym.Wrapper[dict[str, Any], np.ndarray, dict[str, Any], np.ndarray]):
+    """An env whose resets and steps are charged in simulator CPU-seconds (:attr:`cpu_s`).
+
+    A worker env (:class:`~wmrl_envs.embodied.envs.EmbodiedEnv`) is charged what its simulator worker
+    reports for each call (the worker's own process CPU time, :attr:`EmbodiedEnv.simulator_cpu_s`);
+    an env that simulates in this process is charged the calling thread's CPU time
+    (``time.thread_time()``). Neither is wall time, which on a loaded machine measures the load.
+
+    Example:
+        >>> class Spin(gym.Env):
+        ...     observation_space = action_space = gym.spaces.Discrete(2)
+        ...     def reset(self, *, seed=None, options=None):
+        ...         return 0, {}
+        ...     def step(self, action):
+        ...         _ = sum(i * i for i in range(100_000))
+        ...         return 0, 0.0, True, False, {}
+        >>> env = SimulatorCpu(Spin())
+        >>> _ = env.reset(seed=0); _ = env.step(0)
+        >>> env.cpu_s > 0
+        True
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.cpu_s = 0.0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The env's reset, charged."""
+        with self._charged():
+            return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """The env's step, charged."""
+        with self._charged():
+            return self.env.step(action)
+
+    @contextlib.contextmanager
+    def _charged(self) -> Any:
+        worker_before = getattr(self.env.unwrapped, "simulator_cpu_s", None)
+        thread_before = time.thread_time()
+        try:
+            yield
+        finally:
+            if worker_before is None:
+                self.cpu_s += time.thread_time() - thread_before
+            else:
+                self.cpu_s += self.env.unwrapped.simulator_cpu_s - worker_before
+
+
 class EmbodiedTrainer(RunTrainer):
     """One embodied run (``sft`` or an RL algorithm) in a run directory (new or resumed).
 
@@ -237,6 +301,8 @@ class EmbodiedTrainer(RunTrainer):
         >>> trainer = EmbodiedTrainer(EmbodiedConfig(algo="sft"), Path("runs/sft"))  # doctest: +SKIP
         >>> summary = trainer.run()  # doctest: +SKIP
     """
+
+    evaluates_start = True
 
     def __init__(
         self,
@@ -259,6 +325,8 @@ class EmbodiedTrainer(RunTrainer):
         view = scorer_view(self.scorer)
         self._make_env = make_env or (lambda: make_embodied_env(config, view))
         self._envs: list[EpisodeOutcomes] = []
+        self._simulators: list[SimulatorCpu] = []
+        self.clocks = {name: CpuClock() for name in CLOCKS}
         probe = self._env(0)
         try:
             self._check_scorer_reads(probe.observation_space)
@@ -285,13 +353,14 @@ class EmbodiedTrainer(RunTrainer):
             "sim_episodes": 0.0,
             "sim_steps": 0.0,
             "real_labels": 0.0,
-            "sim_seconds": 0.0,
-            "world_model_seconds": 0.0,
-            "policy_seconds": 0.0,
+            "demo_episodes": 0.0,
+            "sim_cpu_s": 0.0,
+            "rollout_seconds": 0.0,
             "eval_episodes": 0.0,
             "eval_seconds": 0.0,
-            "demo_episodes": 0.0,
+            "eval_sim_cpu_s": 0.0,
         }
+        self.held_out: dict[str, HeldOutScore] = {}
         self.start_run_dir()
 
     def _check_scorer_reads(self, space: Any) -> None:
@@ -332,7 +401,7 @@ class EmbodiedTrainer(RunTrainer):
         made = itertools.count()
         return GroupedRollout(
             lambda: self._env(next(made)),
-            self.world_model,
+            CpuTimedWorldModel(self.world_model, self.clocks["world_model_predict"]),
             RolloutConfig(
                 group_size=config.group_size,
                 mode="score",
@@ -348,8 +417,13 @@ class EmbodiedTrainer(RunTrainer):
         """The trainer's ``index``-th simulator env, made on first use (rollouts, demonstrations and
         evaluations share them: each holds a simulator worker)."""
         while len(self._envs) <= index:
-            self._envs.append(EpisodeOutcomes(self._make_env()))
+            self._simulators.append(SimulatorCpu(self._make_env()))
+            self._envs.append(EpisodeOutcomes(self._simulators[-1]))
         return self._envs[index]
+
+    def _simulator_cpu(self) -> float:
+        """The simulator CPU-seconds of every env so far (training, demonstrations and evaluations)."""
+        return sum(simulator.cpu_s for simulator in self._simulators)
 
     # ----------------------------------------------------------------------------------- rollouts
     def draw_groups(self, step: int) -> list[tuple[int, dict[str, Any]]]:
@@ -391,13 +465,12 @@ class EmbodiedTrainer(RunTrainer):
                 np.random.default_rng([config.seed, step, group, index]).integers(2**62)
             ),
         )
-        world_model_before = self.rollout.ledger.world_model_seconds
-        started = time.perf_counter()
-        groups = self.rollout.run(tasks, policy, anchors=list(anchors))
-        world_model_seconds = self.rollout.ledger.world_model_seconds - world_model_before
-        self.counts["sim_seconds"] += time.perf_counter() - started - world_model_seconds
-        if self.algorithm.uses_world_model:  # grpo's scores are diagnostics only: not charged
-            self.counts["world_model_seconds"] += world_model_seconds
+        simulated, started = self._simulator_cpu(), time.perf_counter()
+        groups = self.rollout.run(
+            tasks, CpuTimedPolicy(policy, self.clocks["policy_sample"]), anchors=list(anchors)
+        )
+        self.counts["sim_cpu_s"] += self._simulator_cpu() - simulated
+        self.counts["rollout_seconds"] += time.perf_counter() - started
         return groups
 
     def trainable(self, trajectory: Trajectory) -> bool:
@@ -423,10 +496,9 @@ class EmbodiedTrainer(RunTrainer):
         """A learned progress scorer learns from the anchor groups' labelled episodes and refits."""
         if self.config.world_model != "learned" or not self.algorithm.uses_world_model:
             return
-        started = time.perf_counter()
-        if self.scorer.push_groups(groups):  # anchor groups only; unknown outcomes skipped
-            self.scorer.refit()
-        self.counts["world_model_seconds"] += time.perf_counter() - started
+        with self.clocks["world_model_learn"].measure():
+            if self.scorer.push_groups(groups):  # anchor groups only; unknown outcomes skipped
+                self.scorer.refit()
 
     def _episode_metrics(
         self, groups: Sequence[ScoredGroup], outcomes: Sequence[Outcome]
@@ -453,12 +525,11 @@ class EmbodiedTrainer(RunTrainer):
 
     def update_policy(self, batch: Sequence[Trajectory], advantages: torch.Tensor) -> dict[str, float]:
         """The GRPO update on the episodes' per-step log-probs, plus the policy's action spread."""
-        started = time.perf_counter()
-        metrics = self.policy_update(lambda: self._logprobs(batch), advantages)
+        with self.clocks["policy_update"].measure():
+            metrics = self.policy_update(lambda: self._logprobs(batch), advantages)
         log_std = getattr(self.policy, "log_std", None)
         if log_std is not None:
             metrics["losses/action_std"] = float(log_std.detach().clamp(-5.0, 1.0).exp().mean())
-        self.counts["policy_seconds"] += time.perf_counter() - started
         return metrics
 
     def _logprobs(self, batch: Sequence[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -482,7 +553,7 @@ class EmbodiedTrainer(RunTrainer):
         from wmrl_envs.embodied.demos import collect_demonstrations
 
         config = self.config
-        started = time.perf_counter()
+        simulated, started = self._simulator_cpu(), time.perf_counter()
         demos = collect_demonstrations(
             self._env(0),
             self.expert,
@@ -495,17 +566,17 @@ class EmbodiedTrainer(RunTrainer):
         self.counts["demo_episodes"] += demos.episodes
         self.counts["sim_episodes"] += demos.episodes  # a demonstration is a simulator episode too
         self.counts["sim_steps"] += demos.steps
-        self.counts["sim_seconds"] += time.perf_counter() - started
+        self.counts["sim_cpu_s"] += self._simulator_cpu() - simulated
+        self.counts["rollout_seconds"] += time.perf_counter() - started
         if not len(demos):
             raise ConfigError(
                 f"none of the {demos.episodes} scripted demonstrations succeeded (demo_noise="
                 f"{config.demo_noise}, horizon={config.horizon}); lower demo_noise or raise horizon"
             )
-        fit_started = time.perf_counter()
-        losses = behaviour_cloning(
-            self.policy, demos.observations, demos.actions, epochs=config.bc_epochs, seed=config.seed
-        )
-        self.counts["policy_seconds"] += time.perf_counter() - fit_started
+        with self.clocks["policy_update"].measure():
+            losses = behaviour_cloning(
+                self.policy, demos.observations, demos.actions, epochs=config.bc_epochs, seed=config.seed
+            )
         save_state(self.run_dir / POLICY_FILE, self.policy.state_dict())
         self.step += 1
         metrics = {
@@ -541,29 +612,54 @@ class EmbodiedTrainer(RunTrainer):
 
         Deterministic: no action noise, fixed states, so two methods' rates differ only by what they
         learned (paired by state). ``eval/success_se`` is the binomial standard error over the
-        ``eval/episodes`` known outcomes; a simulator failure is ``eval/unknown``, never a failure.
+        ``eval/episodes`` known outcomes; a simulator failure is ``eval/unknown``, never a failure. The
+        evaluation is kept as the run's start (step 0) or end (:attr:`held_out`), episode by episode, so
+        the summary's change from start to end is paired by state. Its compute is counted apart
+        (``time/eval_*``), never charged to training.
         """
         starts = self.eval_starts()
         workers = min(self.config.workers, len(starts))
-        started = time.perf_counter()
+        shares = [starts[w::workers] for w in range(workers)]
+        simulated, started = self._simulator_cpu(), time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="wmrl-eval") as pool:
-            shares = pool.map(lambda w: self._evaluate_on(self._env(w), starts[w::workers]), range(workers))
-            episodes = [episode for share in shares for episode in share]
-        successes = [outcome_success(outcome) for outcome, _ in episodes]
+            results = list(pool.map(lambda w: self._evaluate_on(self._env(w), shares[w]), range(workers)))
+        episodes = [
+            (start, episode)
+            for share, result in zip(shares, results, strict=True)
+            for start, episode in zip(share, result, strict=True)
+        ]
+        successes = [outcome_success(outcome) for _, (outcome, _) in episodes]
         known = [s for s in successes if s is not None]
         self.counts["eval_episodes"] += len(episodes)
         self.counts["eval_seconds"] += time.perf_counter() - started
-        rate = float(np.mean(known)) if known else float("nan")
+        self.counts["eval_sim_cpu_s"] += self._simulator_cpu() - simulated
+        rate = float(np.mean(known)) if known else None
+        se = float(np.sqrt(rate * (1 - rate) / len(known))) if rate is not None else None
+        self.held_out["start" if self.step == 0 else "end"] = HeldOutScore(
+            step=self.step,
+            mean=rate,
+            se=se if len(known) > 1 else None,
+            episodes=len(episodes),
+            unknown=len(successes) - len(known),
+            positions=tuple(successes),
+            episode_keys=tuple(self._episode_key(start) for start, _ in episodes),
+        )
         return {
-            "eval/success_rate": rate,
-            "eval/success_se": float(np.sqrt(rate * (1 - rate) / len(known))) if known else float("nan"),
+            "eval/success_rate": math.nan if rate is None else rate,
+            "eval/success_se": math.nan if se is None else se,
             "eval/episodes": float(len(known)),
             "eval/unknown": float(len(successes) - len(known)),
-            "eval/mean_steps": float(np.mean([steps for _, steps in episodes])),
+            "eval/mean_steps": float(np.mean([steps for _, (_, steps) in episodes])),
             # Totals so far, reported here: the step's compute metrics were taken before this evaluation.
             "time/eval_episodes": self.counts["eval_episodes"],
             "time/eval_seconds": self.counts["eval_seconds"],
+            "time/eval_sim_cpu_s": self.counts["eval_sim_cpu_s"],
         }
+
+    def _episode_key(self, start: tuple[int, dict[str, Any]]) -> str:
+        """``"<task>#<reset seed>"``: what pairs an evaluation episode with the same one at another step."""
+        reset_seed, options = start
+        return f"{options.get('task_id', self.config.name)}#{reset_seed}"
 
     def _evaluate_on(
         self, env: EpisodeOutcomes, starts: Sequence[tuple[int, dict[str, Any]]]
@@ -583,18 +679,41 @@ class EmbodiedTrainer(RunTrainer):
 
     # ------------------------------------------------------------------------- run-directory hooks
     def _compute_metrics(self) -> dict[str, float]:
-        counts = self.counts
-        charged = counts["sim_seconds"] + counts["world_model_seconds"] + counts["policy_seconds"]
-        return {  # training compute; the evaluation's totals come with its metrics (evaluate_metrics)
+        """The training compute so far: counts, and every charged figure in CPU-seconds (wall: ``time/``).
+
+        The evaluation's totals come with its metrics (:meth:`evaluate_metrics`). ``grpo``'s scorer
+        runs for the diagnostics only (its AUROC): its CPU is not charged.
+        """
+        counts, clocks = self.counts, self.clocks
+        world_model = [clocks["world_model_predict"], clocks["world_model_learn"]]
+        charged = {
+            "compute/sim_cpu_s": counts["sim_cpu_s"],
+            "compute/world_model_cpu_s": sum(clock.cpu_s for clock in world_model)
+            if self.algorithm.uses_world_model
+            else 0.0,
+            "compute/policy_sample_cpu_s": clocks["policy_sample"].cpu_s,
+            "compute/policy_update_cpu_s": clocks["policy_update"].cpu_s,
+        }
+        return {
             "compute/sim_episodes": counts["sim_episodes"],
             "compute/sim_steps": counts["sim_steps"],
             "compute/real_labels": counts["real_labels"],
-            "compute/sim_seconds": counts["sim_seconds"],
-            "compute/world_model_seconds": counts["world_model_seconds"],
-            "compute/policy_seconds": counts["policy_seconds"],
-            "compute/charged_total": charged,
             "compute/demo_episodes": counts["demo_episodes"],
+            **charged,
+            "compute/charged_total": sum(charged.values()),
+            "time/rollout_seconds": counts["rollout_seconds"],
+            **{f"time/{name}_seconds": clock.wall_s for name, clock in clocks.items()},
         }
+
+    def summary_extra(self) -> dict[str, Any]:
+        """``held_out``: the start and end evaluations, episode by episode (plain data;
+        :func:`~wmrl_adapters.train.run.rundir.describe_held_out` prints them with their paired change)."""
+        return {"held_out": {name: score.to_dict() for name, score in self.held_out.items()}}
+
+    def start_message(self) -> str | None:
+        """The initial policy's success rate, printed before training starts."""
+        start = self.held_out.get("start")
+        return None if start is None else start.text("success")
 
     def postfix(self, metrics: Mapping[str, float]) -> dict[str, Any]:
         """The tqdm bar's real reward, evaluation success and simulator episodes."""
@@ -630,6 +749,8 @@ class EmbodiedTrainer(RunTrainer):
             "scorer": self.scorer.state_dict() if self.config.world_model == "learned" else None,
             "counts": dict(self.counts),
             "ledger": self.rollout.ledger.state_dict(),
+            "clocks": {name: clock.state_dict() for name, clock in self.clocks.items()},
+            "held_out": {name: score.to_dict() for name, score in self.held_out.items()},
         }
 
     def restore_extra(self, state: Mapping[str, Any]) -> None:
@@ -639,6 +760,19 @@ class EmbodiedTrainer(RunTrainer):
         self.loop.load_state_dict(state["loop"])
         if state["scorer"] is not None:
             self.scorer.load_state_dict(state["scorer"])
-        self.counts.update(state["counts"])
         if "ledger" in state:  # a checkpoint from before the rollout's ledger has none: it starts at 0
             self.rollout.ledger.load_state_dict(state["ledger"])
+        counts = state["counts"]
+        if "clocks" in state:
+            self.counts.update(counts)
+            for name, clock in self.clocks.items():
+                clock.load_state_dict(state["clocks"][name])
+        else:  # an older wmrl charged wall seconds: the CPU-seconds so far are unknown (NaN), never 0
+            self.counts.update({key: float(counts[key]) for key in self.counts if key in counts})
+            self.counts.update(sim_cpu_s=math.nan, eval_sim_cpu_s=math.nan)
+            self.counts["rollout_seconds"] = float(counts.get("sim_seconds", math.nan))
+            for clock in self.clocks.values():
+                clock.load_state_dict({"cpu_s": math.nan, "wall_s": math.nan})
+        self.held_out = {
+            name: HeldOutScore.from_dict(score) for name, score in state.get("held_out", {}).items()
+        }

@@ -32,13 +32,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from wmrl_adapters.train.kaggle.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
+from wmrl_adapters.train.run.rundir import (
+    HeldOutScore,
+    PairedChange,
+    describe_held_out,
+    mean_se,
+    paired_change,
+)
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.competition import Competition, load_competition
@@ -62,24 +68,6 @@ __all__ = [
 
 SANDBOXES: tuple[str, ...] = ("local", "docker", "unsafe")
 """The backends ``wmrl eval --sandbox`` accepts (``unsafe``: no isolation)."""
-
-
-def mean_se(values: Sequence[float | None]) -> tuple[float | None, float | None, int]:
-    """The mean of the known values, its standard error (sample SD / sqrt(n)) and n.
-
-    ``None`` values are unknown: excluded. The mean is ``None`` without a known value, the s.e. with
-    fewer than two.
-
-    Example:
-        >>> mean_se([0.25, None, 0.75])
-        (0.5, 0.25, 2)
-    """
-    known = [float(v) for v in values if v is not None]
-    if not known:
-        return None, None, 0
-    mean = float(np.mean(known))
-    se = float(np.std(known, ddof=1) / math.sqrt(len(known))) if len(known) > 1 else None
-    return mean, se, len(known)
 
 
 @dataclass(frozen=True)
@@ -156,132 +144,6 @@ class EvalResult:
             positions=self.positions,
             episode_keys=self.episode_keys,
         )
-
-
-@dataclass(frozen=True)
-class HeldOutScore:
-    """The held-out position of one evaluation point, with what pairs it to another.
-
-    Attributes:
-        step: the training step evaluated (0: the initial policy).
-        mean: mean position over the known episodes (``None``: none known).
-        se: its standard error (``None`` with fewer than two known episodes).
-        episodes: episodes evaluated (known and unknown).
-        unknown: episodes with an unknown position (excluded).
-        positions: each episode's position (``None``: unknown).
-        episode_keys: each episode's ``"<competition id>#<reset seed>"``.
-
-    Example:
-        >>> HeldOutScore(0, 0.61, 0.04, 8, 0, (), ()).text()
-        'held-out at step 0: 0.610 ± 0.040 (8 episodes)'
-    """
-
-    step: int
-    mean: float | None
-    se: float | None
-    episodes: int
-    unknown: int
-    positions: tuple[float | None, ...]
-    episode_keys: tuple[str, ...]
-
-    def text(self) -> str:
-        """``held-out at step S: MEAN ± SE (N episodes[, U unknown: excluded])``."""
-        unknown = f", {self.unknown} unknown: excluded" if self.unknown else ""
-        score = f"{_number(self.mean)} ± {_number(self.se)}"
-        return f"held-out at step {self.step}: {score} ({_count(self.episodes, 'episode')}{unknown})"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (``summary.json``, checkpoints)."""
-        return {**asdict(self), "positions": list(self.positions), "episode_keys": list(self.episode_keys)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HeldOutScore:
-        """The inverse of :meth:`to_dict`."""
-        return cls(
-            step=int(data["step"]),
-            mean=data["mean"],
-            se=data["se"],
-            episodes=int(data["episodes"]),
-            unknown=int(data["unknown"]),
-            positions=tuple(data["positions"]),
-            episode_keys=tuple(data["episode_keys"]),
-        )
-
-
-@dataclass(frozen=True)
-class PairedChange:
-    """The change of the held-out position between two evaluations of the same episodes.
-
-    Attributes:
-        mean: mean over the pairs of (later position - earlier position).
-        se: the paired standard error (SD of the per-episode differences / sqrt(pairs)); ``None`` with
-            fewer than two pairs.
-        pairs: episodes known at both points (the same competition and reset seed).
-    """
-
-    mean: float
-    se: float | None
-    pairs: int
-
-    def text(self) -> str:
-        """``change +0.130 ± 0.040 (paired: same tasks and seeds, 8 pairs)``."""
-        pairs = _count(self.pairs, "pair")
-        return f"change {self.mean:+.3f} ± {_number(self.se)} (paired: same tasks and seeds, {pairs})"
-
-
-def _number(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.3f}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def paired_change(start: HeldOutScore, end: HeldOutScore) -> PairedChange | None:
-    """The paired change from ``start`` to ``end`` over the episodes known at both (matched by key).
-
-    Returns:
-        ``None`` when no episode is known at both points (e.g. the two evaluated other competitions).
-
-    Example:
-        >>> keys = ("a#0", "a#1", "b#0")
-        >>> start = HeldOutScore(0, None, None, 3, 1, (0.5, None, 0.25), keys)
-        >>> paired_change(start, HeldOutScore(4, None, None, 3, 0, (0.75, 1.0, 0.75), keys))
-        PairedChange(mean=0.375, se=0.125, pairs=2)
-    """
-    earlier = dict(zip(start.episode_keys, start.positions, strict=True))
-    differences: list[float | None] = [
-        later - earlier[key]  # type: ignore[operator]
-        for key, later in zip(end.episode_keys, end.positions, strict=True)
-        if later is not None and earlier.get(key) is not None
-    ]
-    mean, se, pairs = mean_se(differences)
-    return None if mean is None else PairedChange(mean=mean, se=se, pairs=pairs)
-
-
-def describe_held_out(held_out: Mapping[str, Any]) -> list[str]:
-    """The lines ``wmrl train`` prints from a summary's ``held_out`` (start, end, paired change).
-
-    Example:
-        >>> start = HeldOutScore(0, 0.5, 0.1, 2, 0, (0.4, 0.6), ("a#0", "a#1")).to_dict()
-        >>> end = HeldOutScore(3, 0.75, 0.05, 2, 0, (0.7, 0.8), ("a#0", "a#1")).to_dict()
-        >>> first, second = describe_held_out({"start": start, "end": end})
-        >>> first
-        'held-out at step 0: 0.500 ± 0.100 (2 episodes)'
-        >>> for part in second.split("; "): print(part)
-        held-out at step 3: 0.750 ± 0.050 (2 episodes)
-        change +0.250 ± 0.050 (paired: same tasks and seeds, 2 pairs)
-    """
-    start = HeldOutScore.from_dict(held_out["start"]) if held_out.get("start") else None
-    end = HeldOutScore.from_dict(held_out["end"]) if held_out.get("end") else None
-    lines = [start.text()] if start is not None else []
-    if end is None or (start is not None and end.step == start.step):
-        return lines
-    if start is None:
-        return [f"{end.text()}; change unknown (the run has no step-0 evaluation)"]
-    change = paired_change(start, end)
-    lines.append(f"{end.text()}; {change.text() if change else 'change unknown (no episode known at both)'}")
-    return lines
 
 
 def resolve_competitions(
@@ -492,9 +354,7 @@ def evaluate_policy(
         valid=_share(len(graded), known),
         episodes=len(episodes),
         per_competition={
-            key: mean
-            for key, values in per_competition.items()
-            if (mean := mean_se(values)[0]) is not None
+            key: mean for key, values in per_competition.items() if (mean := mean_se(values)[0]) is not None
         },
         compute=meter.state_dict(),
         backends=tuple(sorted(backends)),

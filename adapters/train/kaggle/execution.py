@@ -31,14 +31,13 @@ no execution is in flight (the rollout waits for every execution of a turn befor
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
-import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from wmrl_adapters.train.run.rundir import CpuClock, CpuTimedPolicy, CpuTimedWorldModel
 
 from wmrl_algos.errors import DataError
 from wmrl_envs.kaggle.env import KaggleEnv
@@ -105,100 +104,6 @@ class ComputeMeter:
             self.executions, self.hits = int(state["executions"]), int(state["hits"])
             self.charged_cpu_s, self.spent_cpu_s = float(state["charged_cpu_s"]), float(state["spent_cpu_s"])
             self.wall_s = float(state["wall_s"])
-
-
-@dataclass
-class CpuClock:
-    """Process CPU-seconds (and wall seconds, kept apart) spent inside the blocks it measures.
-
-    CPU is ``time.process_time()``: every thread of this process, no child process (see the module doc
-    for what that means when other threads work meanwhile). Measure from one thread at a time: two
-    overlapping blocks would each be charged the other's CPU.
-
-    Example:
-        >>> clock = CpuClock()
-        >>> with clock.measure():
-        ...     _ = sum(i * i for i in range(10_000))
-        >>> clock.cpu_s > 0 and clock.wall_s > 0
-        True
-    """
-
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-
-    @contextlib.contextmanager
-    def measure(self) -> Iterator[None]:
-        """Add the process CPU-seconds and wall seconds of the ``with`` block (also when it raises)."""
-        cpu, wall = time.process_time(), time.perf_counter()
-        try:
-            yield
-        finally:
-            self.cpu_s += time.process_time() - cpu
-            self.wall_s += time.perf_counter() - wall
-
-    def state_dict(self) -> dict[str, float]:
-        """The totals, for checkpoints."""
-        return {"cpu_s": self.cpu_s, "wall_s": self.wall_s}
-
-    def load_state_dict(self, state: Mapping[str, float]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.cpu_s, self.wall_s = float(state["cpu_s"]), float(state["wall_s"])
-
-
-class CpuTimedPolicy:
-    """A policy whose sampling (``act``) is measured by a :class:`CpuClock`: what a rollout is given.
-
-    Args:
-        policy: a :class:`~wmrl_adapters.train.policy.TrainablePolicy` (its ``act`` takes ``contexts``).
-        clock: where the sampling's CPU-seconds go.
-
-    Example:
-        >>> class Echo:
-        ...     def act(self, observations, infos, contexts=None):
-        ...         return list(observations)
-        >>> clock = CpuClock()
-        >>> CpuTimedPolicy(Echo(), clock).act(["a"], [{}]), clock.wall_s > 0
-        (['a'], True)
-    """
-
-    def __init__(self, policy: Any, clock: CpuClock) -> None:
-        self.policy = policy
-        self.clock = clock
-
-    def act(
-        self,
-        observations: Sequence[Any],
-        infos: Sequence[Mapping[str, Any]],
-        contexts: Sequence[Any] | None = None,
-    ) -> list[Any]:
-        """The policy's actions, its CPU-seconds added to the clock."""
-        with self.clock.measure():
-            return list(self.policy.act(observations, infos, contexts=contexts))
-
-
-class CpuTimedWorldModel:
-    """A world model whose ``predict`` is measured by a :class:`CpuClock`; every other attribute is the
-    model's own (its ``name``, ``observe``...).
-
-    Args:
-        world_model: anything with ``predict(queries)``.
-        clock: where the predictions' CPU-seconds go.
-    """
-
-    def __init__(self, world_model: Any, clock: CpuClock) -> None:
-        self.world_model = world_model
-        self.clock = clock
-        self.name = getattr(world_model, "name", type(world_model).__name__)
-
-    def predict(self, queries: Sequence[Any]) -> list[Any]:
-        """The model's predictions, its CPU-seconds added to the clock (also when it raises)."""
-        with self.clock.measure():
-            return list(self.world_model.predict(queries))
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("world_model", "clock"):  # not set yet (a copy being built): no recursion
-            raise AttributeError(name)
-        return getattr(self.world_model, name)
 
 
 class ExecutionCache:

@@ -141,8 +141,8 @@ EMBODIED_PANELS: tuple[Panel, ...] = (
         error="eval/success_se",
     ),
     Panel(
-        "compute, s (evaluation is not charged)",
-        ("compute/charged_total", "compute/sim_seconds", "time/eval_seconds"),
+        "compute, CPU-s (evaluation is not charged)",
+        ("compute/charged_total", "compute/sim_cpu_s", "time/eval_sim_cpu_s"),
     ),
     Panel(
         "reward (success / progress)", ("reward/real_mean", "reward/predicted_mean", "reward/calibrated_mean")
