@@ -101,6 +101,7 @@ def test_a_rendered_design_runs_for_real_and_is_graded(suite):
 
 
 @pytest.mark.integration
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_design_sweep_smoke_writes_the_per_task_table(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "design_sweep.py"), "--smoke", "--out", str(tmp_path)],

@@ -354,6 +354,7 @@ def test_real_server_token_counts_drive_truncation_to_fit_its_context(
 
 
 @real_server
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_a_wrapped_world_model_on_the_real_server_is_one_instance_for_every_wrapper(
     real_backend: OpenAICompatibleBackend,
     check_world_model_is_shared_by_a_grouped_rollout: Callable[..., None],

@@ -197,6 +197,7 @@ def test_dequantised_copy_is_complete_and_reused(backend: TransformersBackend) -
 
 
 @needs_model
+@pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_a_wrapped_world_model_holding_the_real_model_is_one_instance_for_every_wrapper(
     backend: TransformersBackend, check_world_model_is_shared_by_a_grouped_rollout: Callable[..., None]
 ) -> None:
