@@ -5,8 +5,9 @@ sandbox; here they are simulator episodes of a Gaussian policy scored by the sim
 (the real label) or by a progress scorer (the world model). What makes the comparison trustworthy is
 shared through :class:`~wmrl_adapters.train.rundir.RunTrainer`: resolved config, metrics per step,
 atomic checkpoints (policy, optimiser, :class:`~wmrl_algos.loop.CorrectionLoop` state, learned scorer,
-RNG states), ``--resume``, plots and summary. The correction (OD + IVD) and the clipped GRPO loss are
-``wmrl_algos``' own, configured by :func:`~wmrl_adapters.train.settings.correction_config`.
+CPU clocks, the start's evaluation, RNG states), ``--resume``, plots and summary. The correction (OD +
+IVD) and the clipped GRPO loss are ``wmrl_algos``' own, configured by
+:func:`~wmrl_adapters.train.settings.correction_config`.
 
 A training step (:meth:`RunTrainer.train_step`; this trainer supplies its hooks):
 
@@ -33,7 +34,20 @@ never 0.
 
 Evaluation (:meth:`EmbodiedTrainer.evaluate_metrics`) is deterministic and paired: the policy's mean
 action, from fixed initial states that every run and method shares (LIBERO: each task's fixed states),
-success with its standard error and the number of episodes.
+success with its standard error and the number of episodes. A fresh run evaluates its initial policy
+first (the ``step: 0`` line); the summary's ``held_out`` keeps the start and the end episode by
+episode, so the change between them has a paired standard error
+(:func:`~wmrl_adapters.train.run.rundir.paired_change`).
+
+Compute (``compute/*``), all in CPU-seconds as on the Kaggle track: the simulator workers' own CPU for
+every reset and step (:class:`SimulatorCpu`; demonstrations included), the progress scorer's
+predictions and learning, the policy's sampling and update
+(:class:`~wmrl_adapters.train.run.rundir.CpuClock`); ``compute/charged_total`` is their sum. Wall
+seconds are kept apart (``time/*``): on a loaded machine they measure the load. Evaluations are counted
+apart and never charged (``time/eval_*``).
+
+The progress scorer is ``world_model`` (:func:`build_progress_scorer`): ``sim-state``, ``learned``,
+``approach`` (hackable) or ``visual:PATH``, whose camera the env renders at the scorer's image size.
 
 ``algo="sft"`` is the first stage: scripted demonstrations with privileged state
 (:mod:`wmrl_envs.embodied.demos`), behaviour cloning, an evaluation, ``policy.pt`` for ``--init``.
