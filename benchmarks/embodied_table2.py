@@ -3,17 +3,24 @@
 For each seed: scripted demonstrations with privileged state and behaviour cloning (``algo=sft``), then
 four RL runs from that SFT policy with the same trainer (``wmrl train --env ENV``; ``robosuite:Lift`` or
 ``libero:libero_object/0``, the envs with a scripted expert):
-``grpo`` (sparse success on every episode), ``wm`` (sim-state progress only), ``wmrl`` (progress
-corrected by the anchor groups' success: isotonic Online Debiasing + inverse-variance anchor weight)
-and ``anchors`` (success on the anchor groups alone: the equal-label baseline). Every policy is
-evaluated on the same initial states with the same sampling noise. Writes ``table.md`` / ``table.json``
-(success rate +- s.e. over seeds, real success labels used, simulator episodes, compute, diagnostics,
-the issue's targets marked met / NOT met), ``success_vs_step.png`` and ``success_bar.png``.
+``grpo`` (sparse success on every episode), ``wm`` (progress only), ``wmrl`` (progress corrected by
+the anchor groups' success: isotonic Online Debiasing + inverse-variance anchor weight) and ``anchors``
+(success on the anchor groups alone: the equal-label baseline). The progress scorer is
+``--world-model`` (the trainer's names: ``sim-state``, the upper bound; ``approach``, the hackable one;
+``learned``; ``visual:PATH``). Every policy is evaluated deterministically (its mean action) on the
+same initial states, from its start (step 0: the SFT policy) to its end. Writes ``table.md`` /
+``table.json`` (success rate +- s.e. over seeds, real success labels used, simulator episodes, compute
+in CPU-seconds, diagnostics, the issue's targets marked met / NOT met; each run's change from its start,
+paired over the evaluation states; each pair of methods' per-seed difference, its spread over seeds
+and the seeds that difference needs to stand at 2 s.e.), ``success_vs_step.png`` and
+``success_bar.png``.
 
     nice -n 10 python benchmarks/embodied_table2.py                 # the committed Lift run
     python benchmarks/embodied_table2.py --env libero:libero_object/0   # the committed LIBERO run
     python benchmarks/embodied_table2.py --table-only               # the table from the runs complete so far
     python benchmarks/embodied_table2.py --seeds 1 --steps 1 --groups 2 --eval-samples 2 --out /tmp/t2
+    nice -n 10 python benchmarks/embodied_table2.py --world-model approach --seeds 2 \
+        --methods wm,wmrl,anchors --out benchmarks/results/embodied_table2_pilot   # the hack pilot
 
 Each env has its own results directory and sizes (``ENV_DEFAULTS``: the committed runs; a flag overrides
 one). Runs are directories under ``OUT/runs/`` (skipped when complete, resumed when interrupted). Needs
@@ -33,7 +40,7 @@ import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
-from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
+from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, HeldOutScore, paired_change, read_metrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -67,6 +74,14 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 """Per env: the results directory and the sizes of its committed run."""
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("wmrl", "wm"),
+    ("wmrl", "anchors"),
+    ("wmrl", "grpo"),
+    ("wm", "grpo"),
+    ("wm", "anchors"),
+)
+"""The method differences the table sizes (first minus second, per seed: the same SFT init and states)."""
 METHODS: tuple[tuple[str, str], ...] = (
     ("grpo", "+ GRPO (sparse success)"),
     ("wm", "+ world model only (progress)"),
@@ -96,6 +111,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--init-std", type=float, default=0.1)
     parser.add_argument("--methods", default=",".join(m for m, _ in METHODS))
+    parser.add_argument(
+        "--world-model",
+        default="sim-state",
+        help="the RL runs' progress scorer: sim-state | approach | learned | visual:PATH",
+    )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     for key, value in ENV_DEFAULTS[args.env].items():
@@ -142,6 +162,7 @@ def run_all(args: argparse.Namespace) -> None:
                 eval_every=args.eval_every,
                 learning_rate=args.learning_rate,
                 anchor_fraction=args.anchor_fraction,
+                world_model=args.world_model,
                 **common,
             )
             _run(config, runs / f"{method}-s{seed}")
@@ -202,7 +223,7 @@ def build_table(out: Path) -> dict[str, Any]:
         curve: dict[int, list[float]] = {}
         for (_, summary), lines in zip(done, all_lines, strict=True):
             start = sft_by_seed.get(int(summary["config"]["seed"]))
-            if start is not None:
+            if start is not None and not any(line["step"] == 0 for line in lines):  # no step-0 line
                 curve.setdefault(0, []).append(start)
             for line in lines:
                 if "eval/success_rate" in line:
@@ -248,7 +269,73 @@ def build_table(out: Path) -> dict[str, Any]:
         )
     if {"wmrl", "anchors"} <= by.keys():
         targets["WMRL > anchors only (same real labels)"] = by["wmrl"]["success"] > by["anchors"]["success"]
-    return {"rows": rows, "curves": curves, "targets": targets}
+    return {
+        "rows": rows,
+        "curves": curves,
+        "targets": targets,
+        "changes": run_changes(runs),
+        "differences": method_differences(runs),
+    }
+
+
+def run_changes(runs: Path) -> list[dict[str, Any]]:
+    """Each complete RL run's change from its start (step 0) to its end, paired over the evaluation
+    states (``None`` where the run has no step-0 evaluation)."""
+    changes = []
+    for method, _ in METHODS:
+        for run_dir in sorted(runs.glob(f"{method}-s*")):
+            summary = _summary(run_dir)
+            held_out = (summary or {}).get("held_out", {})
+            if not {"start", "end"} <= held_out.keys():
+                continue
+            start, end = (HeldOutScore.from_dict(held_out[key]) for key in ("start", "end"))
+            change = paired_change(start, end)
+            changes.append(
+                {
+                    "method": method,
+                    "seed": int(summary["config"]["seed"]),  # type: ignore[index]
+                    "start": start.mean,
+                    "end": end.mean,
+                    "change": None if change is None else change.mean,
+                    "change_se": None if change is None else change.se,
+                    "pairs": 0 if change is None else change.pairs,
+                }
+            )
+    return changes
+
+
+def method_differences(runs: Path) -> list[dict[str, Any]]:
+    """For each of :data:`PAIRS`: the per-seed difference of the final success, its mean, spread and
+    s.e. over seeds, and the seeds a difference of that size and spread needs to stand at 2 s.e.
+    (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0 or the spread unknown)."""
+    finals: dict[str, dict[int, float]] = {}
+    for method, _ in METHODS:
+        for run_dir in sorted(runs.glob(f"{method}-s*")):
+            summary = _summary(run_dir)
+            if summary is not None:
+                rate = summary["eval"]["eval/success_rate"]
+                finals.setdefault(method, {})[int(summary["config"]["seed"])] = rate
+    rows = []
+    for first, second in PAIRS:
+        seeds = sorted(finals.get(first, {}).keys() & finals.get(second, {}).keys())
+        if not seeds:
+            continue
+        per_seed = [finals[first][seed] - finals[second][seed] for seed in seeds]
+        mean, se = _stat(per_seed)
+        sd = None if se is None else se * math.sqrt(len(per_seed))
+        needed = math.ceil((2 * sd / abs(mean)) ** 2) if sd is not None and mean else None
+        rows.append(
+            {
+                "comparison": f"{first} - {second}",
+                "seeds": len(seeds),
+                "per_seed": per_seed,
+                "mean": mean,
+                "se": se,
+                "sd": sd,
+                "seeds_for_2se": needed,
+            }
+        )
+    return rows
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -261,8 +348,8 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
     env = settings.get("env", "robosuite:Lift")
     lines = [
         "| method | success rate (+- s.e. over seeds) | seeds | real success labels | sim episodes "
-        "(training) | compute charged (s) | scorer AUROC (own rollouts) | calibrated AUROC | bias reduction "
-        "| anchor weight |",
+        "(training) | compute charged (CPU-s) | scorer AUROC (own rollouts) | calibrated AUROC | "
+        "bias reduction | anchor weight |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table["rows"]:
@@ -278,6 +365,34 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         )
     lines += ["", "Targets (to report against, not tuned to):", ""]
     lines += [f"- {name}: {'met' if met else 'NOT met'}" for name, met in table["targets"].items()]
+    if table.get("changes"):
+        lines += [
+            "",
+            "Each run from its start (step 0, the SFT policy) to its end, paired over the states:",
+            "",
+        ]
+        lines += ["| method | seed | start | end | change +- paired s.e. |", "|---|---|---|---|---|"]
+        for row in table["changes"]:
+            lines.append(
+                f"| {row['method']} | {row['seed']} | {_fmt(row['start'])} | {_fmt(row['end'])} | "
+                f"{_fmt(row['change'])} +- {_fmt(row['change_se'])} |"
+            )
+    if table.get("differences"):
+        lines += [
+            "",
+            "Differences between methods (final success, per seed: same SFT init, same states):",
+            "",
+        ]
+        lines += [
+            "| difference | seeds | per seed | mean +- s.e. | s.d. over seeds | seeds for 2 s.e. |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in table["differences"]:
+            per_seed = ", ".join(f"{value:+.3f}" for value in row["per_seed"])
+            lines.append(
+                f"| {row['comparison']} | {row['seeds']} | {per_seed} | {_fmt(row['mean'])} +- "
+                f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} |"
+            )
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "table.json").write_text(json.dumps({**table, "settings": settings}, indent=2, default=str) + "\n")
     import matplotlib

@@ -201,3 +201,46 @@ def test_the_table2_world_model_target_needs_the_papers_order_not_just_betweenne
         _summary(tmp_path / "runs" / f"{method}-s0", 0, rate, final)
     targets = embodied_table2.build_table(tmp_path)["targets"]
     assert targets["world model only between GRPO sparse and WMRL"] is False
+
+
+def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_seeds(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
+    for seed, (wm, wmrl) in enumerate([(0.5, 0.6), (0.6, 0.6), (0.4, 0.6)]):  # wmrl - wm: 0.1, 0.0, 0.2
+        _summary(tmp_path / "runs" / f"wm-s{seed}", seed, wm, final)
+        _summary(tmp_path / "runs" / f"wmrl-s{seed}", seed, wmrl, final)
+    table = embodied_table2.build_table(tmp_path)
+    [difference] = table["differences"]
+    assert difference["comparison"] == "wmrl - wm" and difference["seeds"] == 3
+    assert difference["per_seed"] == pytest.approx([0.1, 0.0, 0.2])
+    assert difference["mean"] == pytest.approx(0.1) and difference["sd"] == pytest.approx(0.1)
+    assert difference["se"] == pytest.approx(0.1 / 3**0.5)
+    assert difference["seeds_for_2se"] == 4, "(2 sd / mean)^2 seeds put the mean at 2 s.e."
+    embodied_table2.write_outputs(table, tmp_path, {})
+    assert "| wmrl - wm | 3 | +0.100, +0.000, +0.200 |" in (tmp_path / "table.md").read_text()
+
+
+def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+    from wmrl_adapters.train.run.rundir import HeldOutScore
+
+    keys = ("Lift#1", "Lift#2", "Lift#3")
+    start = HeldOutScore(0, 1 / 3, None, 3, 0, (0.0, 1.0, 0.0), keys).to_dict()
+    end = HeldOutScore(4, 2 / 3, None, 3, 1, (1.0, None, 1.0), keys).to_dict()
+    run_dir = tmp_path / "runs" / "wm-s0"
+    _summary(
+        run_dir,
+        0,
+        1.0,
+        {"compute/real_labels": 0.0, "compute/sim_episodes": 8.0, "compute/charged_total": 1.0},
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "held_out": {"start": start, "end": end}}))
+    [change] = embodied_table2.build_table(tmp_path)["changes"]
+    assert change["method"] == "wm" and change["pairs"] == 2, "the unknown episode is left out of the pairs"
+    assert change["change"] == pytest.approx(1.0) and change["change_se"] == pytest.approx(0.0)
+    assert embodied_table2.parse_args(["--world-model", "approach"]).world_model == "approach"
+    assert embodied_table2.parse_args([]).world_model == "sim-state"
