@@ -82,7 +82,18 @@ from wmrl_algos.ppi import PowerTuner
 from wmrl_algos.residual import RidgeResidual
 from wmrl_algos.types import ScoredGroup
 
-__all__ = ["Args", "Method", "METHODS", "VARIANTS", "RunCurves", "VariantWorldModel", "run_method", "main"]
+__all__ = [
+    "Args",
+    "Method",
+    "METHODS",
+    "VARIANTS",
+    "RunCurves",
+    "VariantWorldModel",
+    "run_method",
+    "main",
+    "mean_and_stderr",
+    "refuse_unknown_names",
+]
 
 VARIANTS: dict[str, str] = {
     "monotone": "monotone (paper)",
@@ -205,15 +216,8 @@ class Args:
             raise SystemExit(f"--unknown-share={self.unknown_share!r}; pass a share in [0, 1)")
         if self.report not in ("ablation", "powered"):
             raise SystemExit(f"--report={self.report!r} is unknown; pass 'ablation' or 'powered'")
-        for option, chosen, valid in (
-            ("methods", self.method_names, [method.name for method in METHODS]),
-            ("variants", self.variant_names, list(VARIANTS)),
-        ):
-            unknown = set(chosen) - set(valid)
-            if unknown:
-                raise SystemExit(
-                    f"--{option} has unknown names {sorted(unknown)}; choose from {', '.join(valid)} or 'all'"
-                )
+        refuse_unknown_names("methods", self.method_names, [method.name for method in METHODS])
+        refuse_unknown_names("variants", self.variant_names, list(VARIANTS))
 
     @property
     def method_names(self) -> list[str]:
@@ -224,6 +228,15 @@ class Args:
     def variant_names(self) -> list[str]:
         """The world-model variants to run, in table order."""
         return _names(self.variants, list(VARIANTS))
+
+
+def refuse_unknown_names(option: str, chosen: Sequence[str], valid: Sequence[str]) -> None:
+    """Exit naming the unknown entries of ``--option`` and the valid ones (both powered benchmarks)."""
+    unknown = set(chosen) - set(valid)
+    if unknown:
+        raise SystemExit(
+            f"--{option} has unknown names {sorted(unknown)}; choose from {', '.join(valid)} or 'all'"
+        )
 
 
 def _names(option: str, every: list[str]) -> list[str]:

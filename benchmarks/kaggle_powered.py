@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bandit_ablation import mean_and_stderr
+from bandit_ablation import mean_and_stderr, refuse_unknown_names
 from toy_bandit import SyntheticWorldModel, WorldModelErrorConfig
 from tqdm import tqdm
 from wmrl_adapters.cli import parse_dataclass_args
@@ -193,15 +193,8 @@ class Args:
             raise SystemExit(
                 f"--max-seeds={self.max_seeds!r} < --seeds={self.seeds!r}; pass at least --seeds"
             )
-        for option, chosen, valid in (
-            ("methods", self.method_names, [method.name for method in METHODS]),
-            ("world-models", self.world_model_names, list(WORLD_MODELS)),
-        ):
-            unknown = set(chosen) - set(valid)
-            if unknown:
-                raise SystemExit(
-                    f"--{option} has unknown names {sorted(unknown)}; choose from {', '.join(valid)} or 'all'"
-                )
+        refuse_unknown_names("methods", self.method_names, [method.name for method in METHODS])
+        refuse_unknown_names("world-models", self.world_model_names, list(WORLD_MODELS))
 
     @property
     def method_names(self) -> list[str]:
