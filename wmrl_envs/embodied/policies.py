@@ -24,6 +24,7 @@ from wmrl_algos.errors import ConfigError
 
 __all__ = [
     "SCRIPTED_EXPERTS",
+    "SOLVED_TASKS",
     "NoisyPolicy",
     "RandomPolicy",
     "ScriptedLiftPolicy",
@@ -35,10 +36,28 @@ _TABLE_CUBE_HEIGHT = 0.83
 """Height (m) of the Lift cube's centre above which it counts as off the table (resting: ~0.82)."""
 
 
+def _heading(axis: np.ndarray) -> float:
+    """Yaw (rad) of a 3-d axis projected on the table."""
+    return float(np.arctan2(axis[1], axis[0]))
+
+
+def _rotation(quaternion: np.ndarray) -> np.ndarray:
+    """The rotation matrix of an ``(x, y, z, w)`` quaternion (robosuite's and LIBERO's order)."""
+    x, y, z, w = quaternion / np.linalg.norm(quaternion)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class _WaypointExpert(abc.ABC):
     """What the scripted experts share: a waypoint and a gripper command from privileged state, a
-    proportional move towards the waypoint (OSC_POSE, orientation held), stateless over a batch."""
+    proportional move towards the waypoint (OSC_POSE), a yaw rate (0: orientation held), stateless over
+    a batch."""
 
     gain: float = field(default=10.0, metadata={"help": "action per metre of position error"})
     tolerance: float = field(default=0.01, metadata={"help": "metres within which a waypoint is reached"})
@@ -59,14 +78,14 @@ class _WaypointExpert(abc.ABC):
                 f"{type(self).__name__} reads the objects' poses: make the env with object_states=True"
             )
         proprio = np.asarray(obs["proprio"], dtype=np.float64)
-        eef, opening = proprio[:3], float(proprio[7] - proprio[8])
-        target, gripper = self._waypoint(eef, opening, np.asarray(obs["object_state"], dtype=np.float64))
-        move = np.clip(self.gain * (target - eef), -1.0, 1.0)
-        return np.r_[move, 0.0, 0.0, 0.0, gripper].astype(np.float32)
+        poses = np.asarray(obs["object_state"], dtype=np.float64)
+        target, gripper, yaw_rate = self._waypoint(proprio, poses)
+        move = np.clip(self.gain * (target - proprio[:3]), -1.0, 1.0)
+        return np.r_[move, 0.0, 0.0, yaw_rate, gripper].astype(np.float32)
 
     @abc.abstractmethod
-    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
-        """Where the gripper goes next and the gripper command (-1 open, 1 close)."""
+    def _waypoint(self, proprio: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """Where the gripper goes next, the gripper command (-1 open, 1 close) and the yaw rate."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +108,8 @@ class ScriptedLiftPolicy(_WaypointExpert):
         (True, -1.0)
     """
 
-    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
-        cube = poses[:3]
+    def _waypoint(self, proprio: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, float, float]:
+        eef, opening, cube = proprio[:3], float(proprio[7] - proprio[8]), poses[:3]
         horizontal = float(np.linalg.norm(cube[:2] - eef[:2]))
         vertical = float(eef[2] - cube[2])
         lifted = cube[2] > _TABLE_CUBE_HEIGHT
@@ -103,7 +122,7 @@ class ScriptedLiftPolicy(_WaypointExpert):
             target, gripper = cube, -1.0
         else:
             target, gripper = eef, 1.0
-        return target, gripper
+        return target, gripper, 0.0
 
 
 @dataclass(frozen=True)
@@ -112,35 +131,70 @@ class ScriptedPickPlacePolicy(_WaypointExpert):
 
     Reads ``object_state`` (``object_states=True``): LIBERO lists the goal's objects of interest first,
     so the first pose is the object to pick and the second the container. The waypoints: above the
-    object with the gripper open, down to it, close, lift straight up, carry above the container,
-    lower, open. Like :class:`ScriptedLiftPolicy` the phase is read from the observation (gripper
-    opening, where the object is relative to the gripper and to the container), never remembered.
+    object with the gripper open, the fingers turned to close across the object's own ``y`` axis (its
+    ``x`` axis where ``y`` points up: LIBERO's boxes lie with their long side along ``x``, its bottles
+    stand with ``y`` up), down to the grasp point, close, lift slowly (the fingers finish closing on the
+    way up), carry above the container high enough for a bottle to clear the basket's rim, lower, open.
+
+    The grasp point cannot be the origin of every object: a flat box is lower than the fingertips can
+    reach (``floor``), and a bottle is taller than the fingers are long, so the gripper stops ``reach``
+    below its top. An object resting on the table has its origin at half its height (the table is at
+    ``z = 0``), so its top is at twice its origin's height, which is all the expert needs to know of it.
+
+    Like :class:`ScriptedLiftPolicy` the phase is read from the observation (gripper opening, where the
+    object is relative to the gripper, where the gripper is relative to the container), never
+    remembered.
 
     Attributes:
         gain: proportional gain from position error (m) to the OSC_POSE action.
         tolerance: horizontal/vertical error (m) under which a waypoint counts as reached.
-        grasp_height: grasp point above the object's origin (m).
-        carry_height: height (m) of the gripper while carrying (the basket's rim is lower).
+        approach_height: height (m) above the grasp point from which the gripper descends.
+        floor: lowest grasp point (m above the table) the fingertips reach.
+        reach: how far (m) below an object's top the open fingers can go.
+        close_tolerance: height (m) above the grasp point at which the gripper closes.
+        hold_range: vertical distance (m) between gripper and object origin within which it is held.
+        lift_step: height (m) the gripper rises per waypoint while lifting the object off the table.
+        carry_height: height (m) of the gripper while carrying (a bottle's bottom clears the basket).
         release_height: gripper height (m) above the container's origin at which the object is let go.
+        container_radius: horizontal distance (m) from the container's origin within which to lower.
+        open_width: finger opening (m) under which the gripper counts as closing.
+        yaw_gain: yaw rate (action) per radian of misalignment between fingers and object.
+        yaw_tolerance: misalignment (rad) under which the gripper may descend.
 
     Example:
         >>> policy = ScriptedPickPlacePolicy()
-        >>> obs = {"proprio": np.r_[0.0, 0.0, 0.3, np.zeros(4), 0.04, -0.04],
-        ...        "object_state": np.r_[0.0, 0.0, 0.04, np.zeros(4), 0.0, 0.25, 0.0, np.zeros(60)]}
+        >>> obs = {"proprio": np.r_[0.0, 0.0, 0.3, 1.0, np.zeros(3), 0.04, -0.04],
+        ...        "object_state": np.r_[0.0, 0.0, 0.04, 0.0, 0.0, 0.0, 1.0, 0.0, 0.25, 0.0, np.zeros(60)]}
         >>> action = policy.act([obs], [{}])[0]
-        >>> float(action[2]) < 0, float(action[6])  # descend towards the object, gripper open
-        (True, -1.0)
+        >>> float(action[2]) < 0, float(action[5]), float(action[6])  # descend, fingers aligned, open
+        (True, 0.0, -1.0)
     """
 
     gain: float = field(default=15.0, metadata={"help": "action per metre of position error"})
-    grasp_height: float = field(default=0.0, metadata={"help": "grasp point above the object origin (m)"})
-    carry_height: float = field(default=0.25, metadata={"help": "gripper height while carrying (m)"})
+    approach_height: float = field(
+        default=0.12, metadata={"help": "height above the grasp point of the approach (m)"}
+    )
+    floor: float = field(default=0.01, metadata={"help": "lowest grasp point above the table (m)"})
+    reach: float = field(default=0.03, metadata={"help": "how far below an object's top the fingers go (m)"})
+    close_tolerance: float = field(
+        default=0.02, metadata={"help": "height above the grasp point at which to close (m)"}
+    )
+    hold_range: float = field(
+        default=0.06, metadata={"help": "gripper-to-object height within which it is held (m)"}
+    )
+    lift_step: float = field(default=0.02, metadata={"help": "rise per waypoint while lifting (m)"})
+    carry_height: float = field(default=0.32, metadata={"help": "gripper height while carrying (m)"})
     release_height: float = field(
         default=0.15, metadata={"help": "gripper height above the container at which to open (m)"}
+    )
+    container_radius: float = field(
+        default=0.03, metadata={"help": "distance from the container's origin within which to lower (m)"}
     )
     open_width: float = field(
         default=0.07, metadata={"help": "finger opening (m) under which the gripper counts as closing"}
     )
+    yaw_gain: float = field(default=2.0, metadata={"help": "yaw action per radian of misalignment"})
+    yaw_tolerance: float = field(default=0.1, metadata={"help": "misalignment (rad) allowed when descending"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -149,32 +203,60 @@ class ScriptedPickPlacePolicy(_WaypointExpert):
                 f"carry_height={self.carry_height!r} <= release_height={self.release_height!r}; carry higher "
                 "than the release point"
             )
+        if not self.lift_step > 0:
+            raise ConfigError(f"lift_step={self.lift_step!r}; pass a positive height per waypoint")
 
-    def _waypoint(self, eef: np.ndarray, opening: float, poses: np.ndarray) -> tuple[np.ndarray, float]:
-        grasp = poses[:3] + np.r_[0.0, 0.0, self.grasp_height]
-        container = poses[7:10]
+    def grasp_point(self, pose: np.ndarray) -> np.ndarray:
+        """Where the fingers close on an object resting on the table, from its pose (position first).
+
+        Example:
+            >>> policy = ScriptedPickPlacePolicy()
+            >>> [round(float(policy.grasp_point(np.r_[0.0, 0.0, z])[2]), 3) for z in (0.009, 0.04, 0.07)]
+            [0.01, 0.05, 0.11]
+        """
+        height = max(self.floor, pose[2], 2 * pose[2] - self.reach)
+        return np.r_[pose[:2], height]
+
+    def misalignment(self, gripper_quaternion: np.ndarray, object_quaternion: np.ndarray) -> float:
+        """Yaw (rad, in [-pi/2, pi/2)) from the fingers' closing axis to the object's grasp axis.
+
+        The fingers close along the gripper's ``y`` axis; the grasp axis is the object's ``y`` axis, or
+        its ``x`` axis where ``y`` points up. Both are lines, so the result is taken modulo pi.
+
+        Example:
+            >>> policy = ScriptedPickPlacePolicy()
+            >>> down = np.r_[1.0, 0.0, 0.0, 0.0]  # gripper pointing down, fingers along the world's -y
+            >>> turned = np.r_[0.0, 0.0, np.sin(np.pi / 8), np.cos(np.pi / 8)]  # object yawed 45 degrees
+            >>> round(policy.misalignment(down, turned), 3)
+            0.785
+        """
+        fingers = _rotation(gripper_quaternion)[:, 1]
+        frame = _rotation(object_quaternion)
+        grasp_axis = frame[:, 1] if abs(frame[2, 1]) < np.sqrt(0.5) else frame[:, 0]
+        error = _heading(grasp_axis) - _heading(fingers)
+        return float((error + np.pi / 2) % np.pi - np.pi / 2)
+
+    def _waypoint(self, proprio: np.ndarray, poses: np.ndarray) -> tuple[np.ndarray, float, float]:
+        eef, opening = proprio[:3], float(proprio[7] - proprio[8])
+        grasp, container = self.grasp_point(poses[:3]), poses[7:10]
         horizontal = float(np.linalg.norm(grasp[:2] - eef[:2]))
-        vertical = float(eef[2] - grasp[2])
-        at_object = horizontal < 2 * self.tolerance and abs(vertical) < 2 * self.tolerance
-        over_container = float(np.linalg.norm(grasp[:2] - container[:2])) < 2 * self.tolerance
-        if at_object and opening < self.open_width:  # holding (or closing on) the object
-            if over_container:
+        held = horizontal < 2 * self.tolerance and abs(eef[2] - poses[2]) < self.hold_range
+        if held and opening < self.open_width:  # holding (or closing on) the object
+            if float(np.linalg.norm(eef[:2] - container[:2])) < self.container_radius:
                 release = container[2] + self.release_height
                 if eef[2] < release + self.tolerance:
-                    target, gripper = eef, -1.0
-                else:
-                    target, gripper = np.r_[container[:2], release], 1.0
-            elif eef[2] < self.carry_height - self.tolerance and horizontal < self.tolerance * 4:
-                target, gripper = np.r_[eef[:2], self.carry_height], 1.0
-            else:
-                target, gripper = np.r_[container[:2], self.carry_height], 1.0
-        elif horizontal > 2 * self.tolerance:
-            target, gripper = np.r_[grasp[:2], max(grasp[2] + 0.08, eef[2])], -1.0
-        elif vertical > self.tolerance:
-            target, gripper = grasp, -1.0
-        else:
-            target, gripper = eef, 1.0
-        return target, gripper
+                    return eef, -1.0, 0.0
+                return np.r_[container[:2], release], 1.0, 0.0
+            if eef[2] < self.carry_height - self.tolerance and horizontal < 4 * self.tolerance:
+                return np.r_[eef[:2], min(self.carry_height, eef[2] + self.lift_step)], 1.0, 0.0
+            return np.r_[container[:2], self.carry_height], 1.0, 0.0
+        misalignment = self.misalignment(proprio[3:7], poses[3:7])
+        yaw_rate = float(np.clip(self.yaw_gain * misalignment, -1.0, 1.0))
+        if horizontal > 2 * self.tolerance or abs(misalignment) > self.yaw_tolerance:
+            return np.r_[grasp[:2], max(grasp[2] + self.approach_height, eef[2])], -1.0, yaw_rate
+        if eef[2] - grasp[2] > self.close_tolerance:
+            return grasp, -1.0, yaw_rate
+        return eef, 1.0, 0.0
 
 
 @dataclass
@@ -238,21 +320,48 @@ SCRIPTED_EXPERTS: Mapping[str, type] = {
 }
 """``KIND:NAME`` of an env (task ids left out) -> its scripted privileged-state expert."""
 
+SOLVED_TASKS: Mapping[str, tuple[int, ...]] = {
+    "libero:libero_object": (0, 3, 5, 7, 8, 9),
+}
+"""LIBERO suite -> the task ids its expert solves (success >= 0.8 from the first 10 fixed initial
+states, measured by ``benchmarks/embodied_experts.py``: ``benchmarks/results/embodied_experts``). The
+others fail: the fingertips close above the cream cheese and the butter (boxes lower than 2 cm: 0 of
+10), and the salad dressing and the ketchup, grasped near their caps, slip from some states (6 and 3
+of 10)."""
+
 
 def scripted_expert(env: str) -> ScriptedLiftPolicy | ScriptedPickPlacePolicy:
-    """The scripted expert for ``env`` (``robosuite:Lift``, ``libero:libero_object[/IDS]``).
+    """The scripted expert for ``env`` (``robosuite:Lift``, ``libero:libero_object/IDS``).
+
+    A LIBERO env must name its task ids, each one the expert solves (:data:`SOLVED_TASKS`): a
+    demonstration set with an unsolved task would have none of that task's episodes, and the SFT policy
+    would be evaluated on a task it never saw solved.
 
     Raises:
-        ConfigError: no scripted expert exists for the env.
+        ConfigError: no scripted expert exists for the env, or one of its tasks is not solved by it.
 
     Example:
-        >>> type(scripted_expert("libero:libero_object/0")).__name__
+        >>> type(scripted_expert("libero:libero_object/0,7")).__name__
         'ScriptedPickPlacePolicy'
     """
-    key = env.partition("/")[0]
+    key, _, ids = env.partition("/")
     if key not in SCRIPTED_EXPERTS:
         raise ConfigError(
             f"env={env!r} has no scripted expert with privileged state; the envs that have one: "
             f"{sorted(SCRIPTED_EXPERTS)}"
         )
+    solved = SOLVED_TASKS.get(key)
+    if solved is not None:
+        solved_env = f"{key}/{','.join(map(str, solved))}"
+        try:
+            tasks = [int(item) for item in ids.split(",")] if ids else None
+        except ValueError:
+            raise ConfigError(f"env={env!r}: task ids must be integers, e.g. {solved_env}") from None
+        unsolved = sorted(set(tasks) - set(solved)) if tasks is not None else None
+        if tasks is None or unsolved:
+            which = "every task" if tasks is None else f"tasks {unsolved}"
+            raise ConfigError(
+                f"env={env!r}: the scripted expert does not solve {which} of {key}; it solves the tasks "
+                f"{list(solved)}: pass e.g. --env {solved_env}"
+            )
     return SCRIPTED_EXPERTS[key]()
