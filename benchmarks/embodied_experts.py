@@ -227,8 +227,8 @@ def _write_expert_table(rows: Sequence[dict[str, Any]], args: Args) -> None:
 def _sft_run(
     env: str, demos: int, noise: float, epochs: int, seed: int, args: Args, root: Path
 ) -> dict[str, Any]:
-    from wmrl_adapters.train.config import EmbodiedConfig
     from wmrl_adapters.train.embodied import EmbodiedTrainer
+    from wmrl_adapters.train.embodied.config import EmbodiedConfig
 
     config = EmbodiedConfig(
         env=env,
@@ -242,18 +242,19 @@ def _sft_run(
         workers=args.workers,
         progress=False,
     )
-    started = time.process_time()
-    trainer = EmbodiedTrainer(config, root / f"d{demos}-n{noise}-e{epochs}-s{seed}")
-    trainer.run()
+    started = time.perf_counter()
+    setting = {"demos": demos, "demo_noise": noise, "bc_epochs": epochs, "seed": seed}
+    try:
+        trainer = EmbodiedTrainer(config, root / f"d{demos}-n{noise}-e{epochs}-s{seed}")
+        trainer.run()
+    except ConfigError as error:  # no demonstration succeeded: this setting gives no policy to evaluate
+        return {**setting, "success": None, "episodes": 0, "error": str(error), "wall_seconds": 0.0}
     evaluation = trainer.last_eval
     return {
-        "demos": demos,
-        "demo_noise": noise,
-        "bc_epochs": epochs,
-        "seed": seed,
+        **setting,
         "success": float(evaluation["eval/success_rate"]),
         "episodes": int(evaluation["eval/episodes"]),
-        "cpu_seconds": time.process_time() - started,
+        "wall_seconds": time.perf_counter() - started,
     }
 
 
@@ -267,7 +268,7 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
                 _sft_run(args.sft_env, demos, noise, epochs, seed, args, Path(root))
                 for seed in range(args.sft_seeds)
             ]
-            rates = np.array([run["success"] for run in runs])
+            rates = np.array([run["success"] for run in runs if run["success"] is not None])
             settings.append(
                 {
                     "env": args.sft_env,
@@ -277,12 +278,13 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
                     "horizon": args.sft_horizon,
                     "seeds": args.sft_seeds,
                     "eval_episodes": args.sft_eval,
-                    "success": float(rates.mean()),
+                    "success": float(rates.mean()) if len(rates) else None,
+                    "seeds_without_policy": sum(run["success"] is None for run in runs),
                     "se_over_seeds": float(rates.std(ddof=1) / math.sqrt(len(rates)))
                     if len(rates) > 1
                     else None,
                     "per_seed": [float(r) for r in rates],
-                    "cpu_seconds": float(sum(run["cpu_seconds"] for run in runs)),
+                    "wall_seconds": float(sum(run["wall_seconds"] for run in runs)),
                 }
             )
     return settings
@@ -291,7 +293,7 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
 def _write_sft_calibration(settings: Sequence[dict[str, Any]], args: Args) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     low, high = SFT_TARGET
-    inside = [s for s in settings if low <= s["success"] <= high]
+    inside = [s for s in settings if s["success"] is not None and low <= s["success"] <= high]
     (args.out / "sft_calibration.json").write_text(
         json.dumps({"target": SFT_TARGET, "settings": settings, "in_target": inside}, indent=2) + "\n"
     )
@@ -302,14 +304,16 @@ def _write_sft_calibration(settings: Sequence[dict[str, Any]], args: Args) -> No
         f"action, {args.sft_eval} fixed initial states, step limit {args.sft_horizon}); success is the mean "
         f"over {args.sft_seeds} seeds ± its standard error over seeds. Target: {low}-{high}.",
         "",
-        "| demos | demo noise | bc epochs | success | ± s.e. | per seed | CPU s |",
-        "|---:|---:|---:|---:|---:|---|---:|",
+        "| demos | demo noise | bc epochs | success | ± s.e. | per seed | seeds without a policy | wall s |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for s in settings:
         se = "–" if s["se_over_seeds"] is None else f"{s['se_over_seeds']:.2f}"
+        success = "–" if s["success"] is None else f"{s['success']:.2f}"
         lines.append(
-            f"| {s['demos']} | {s['demo_noise']} | {s['bc_epochs']} | {s['success']:.2f} | {se} | "
-            f"{', '.join(f'{r:.2f}' for r in s['per_seed'])} | {s['cpu_seconds']:.0f} |"
+            f"| {s['demos']} | {s['demo_noise']} | {s['bc_epochs']} | {success} | {se} | "
+            f"{', '.join(f'{r:.2f}' for r in s['per_seed'])} | {s['seeds_without_policy']} | "
+            f"{s['wall_seconds']:.0f} |"
         )
     (args.out / "sft_calibration.md").write_text("\n".join(lines) + "\n")
 

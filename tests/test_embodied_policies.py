@@ -81,7 +81,7 @@ def _pick_obs(eef: tuple[float, float, float], item: tuple[float, float, float],
         ((0.0, 0.0, 0.12), (0.0, 0.0, 0.04), 0.078, "down", -1.0),  # above it: descend, open
         ((0.0, 0.0, 0.04), (0.0, 0.0, 0.04), 0.078, "still", 1.0),  # at it, open: close
         ((0.0, 0.0, 0.04), (0.0, 0.0, 0.04), 0.06, "up", 1.0),  # closed on it: lift straight up
-        ((0.0, 0.0, 0.25), (0.0, 0.0, 0.25), 0.06, "towards y>0", 1.0),  # carried high: to the basket
+        ((0.0, 0.0, 0.32), (0.0, 0.0, 0.32), 0.06, "towards y>0", 1.0),  # carried high: to the basket
         ((0.0, 0.25, 0.25), (0.0, 0.25, 0.25), 0.06, "down", 1.0),  # over the basket: lower, closed
         ((0.0, 0.25, 0.15), (0.0, 0.25, 0.15), 0.06, "still", -1.0),  # low over the basket: let go
     ],

@@ -221,7 +221,8 @@ class ScriptedPickPlacePolicy(_WaypointExpert):
         """Yaw (rad, in [-pi/2, pi/2)) from the fingers' closing axis to the object's grasp axis.
 
         The fingers close along the gripper's ``y`` axis; the grasp axis is the object's ``y`` axis, or
-        its ``x`` axis where ``y`` points up. Both are lines, so the result is taken modulo pi.
+        its ``x`` axis where ``y`` points up. Both are lines, so the result is taken modulo pi. An
+        all-zero quaternion (no orientation known) gives 0: the gripper keeps its yaw.
 
         Example:
             >>> policy = ScriptedPickPlacePolicy()
@@ -230,6 +231,8 @@ class ScriptedPickPlacePolicy(_WaypointExpert):
             >>> round(policy.misalignment(down, turned), 3)
             0.785
         """
+        if min(np.linalg.norm(gripper_quaternion), np.linalg.norm(object_quaternion)) < 1e-6:
+            return 0.0  # an orientation not known (LIBERO pads absent objects with zeros): do not turn
         fingers = _rotation(gripper_quaternion)[:, 1]
         frame = _rotation(object_quaternion)
         grasp_axis = frame[:, 1] if abs(frame[2, 1]) < np.sqrt(0.5) else frame[:, 0]
