@@ -82,6 +82,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("wm", "anchors"),
 )
 """The method differences the table sizes (first minus second, per seed: the same SFT init and states)."""
+MARGIN = 0.10
+"""The difference the table also sizes for (10 points: the issue's fallback where 3 cannot be resolved)."""
 METHODS: tuple[tuple[str, str], ...] = (
     ("grpo", "+ GRPO (sparse success)"),
     ("wm", "+ world model only (progress)"),
@@ -306,8 +308,9 @@ def run_changes(runs: Path) -> list[dict[str, Any]]:
 
 def method_differences(runs: Path) -> list[dict[str, Any]]:
     """For each of :data:`PAIRS`: the per-seed difference of the final success, its mean, spread and
-    s.e. over seeds, and the seeds a difference of that size and spread needs to stand at 2 s.e.
-    (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0 or the spread unknown)."""
+    s.e. over seeds, the seeds a difference of that size and spread needs to stand at 2 s.e.
+    (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0, to rounding, or the spread unknown),
+    and the seeds a difference of :data:`MARGIN` with that spread needs (``ceil((2 sd / MARGIN)^2)``)."""
     finals: dict[str, dict[int, float]] = {}
     for method, _ in METHODS:
         for run_dir in sorted(runs.glob(f"{method}-s*")):
@@ -323,7 +326,9 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
         per_seed = [finals[first][seed] - finals[second][seed] for seed in seeds]
         mean, se = _stat(per_seed)
         sd = None if se is None else se * math.sqrt(len(per_seed))
-        needed = math.ceil((2 * sd / abs(mean)) ** 2) if sd is not None and mean else None
+        resolvable = sd is not None and mean is not None and abs(mean) > 1e-9  # 0: no size resolves it
+        needed = math.ceil((2 * sd / abs(mean)) ** 2) if resolvable else None  # type: ignore[operator]
+        for_margin = None if sd is None else math.ceil((2 * sd / MARGIN) ** 2)
         rows.append(
             {
                 "comparison": f"{first} - {second}",
@@ -333,6 +338,7 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
                 "se": se,
                 "sd": sd,
                 "seeds_for_2se": needed,
+                "seeds_for_margin": for_margin,
             }
         )
     return rows
@@ -375,7 +381,8 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         for row in table["changes"]:
             lines.append(
                 f"| {row['method']} | {row['seed']} | {_fmt(row['start'])} | {_fmt(row['end'])} | "
-                f"{_fmt(row['change'])} +- {_fmt(row['change_se'])} |"
+                f"{'-' if row['change'] is None else format(row['change'], '+.3f')} +- "
+                f"{_fmt(row['change_se'])} |"
             )
     if table.get("differences"):
         lines += [
@@ -384,14 +391,16 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
             "",
         ]
         lines += [
-            "| difference | seeds | per seed | mean +- s.e. | s.d. over seeds | seeds for 2 s.e. |",
-            "|---|---|---|---|---|---|",
+            "| difference | seeds | per seed | mean +- s.e. | s.d. over seeds | seeds for 2 s.e. at this "
+            f"mean | seeds for 2 s.e. at {MARGIN:.2f} |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in table["differences"]:
             per_seed = ", ".join(f"{value:+.3f}" for value in row["per_seed"])
             lines.append(
                 f"| {row['comparison']} | {row['seeds']} | {per_seed} | {_fmt(row['mean'])} +- "
-                f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} |"
+                f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} | "
+                f"{row['seeds_for_margin'] or '-'} |"
             )
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "table.json").write_text(json.dumps({**table, "settings": settings}, indent=2, default=str) + "\n")

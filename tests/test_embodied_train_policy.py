@@ -219,6 +219,7 @@ def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_
     assert difference["se"] == pytest.approx(0.1 / 3**0.5)
     assert difference["seeds_for_2se"] == 4, "(2 sd / mean)^2 seeds put the mean at 2 s.e."
     embodied_table2.write_outputs(table, tmp_path, {})
+    assert difference["seeds_for_margin"] == 4, "a 0.10 difference with s.d. 0.10: 4 seeds"
     assert "| wmrl - wm | 3 | +0.100, +0.000, +0.200 |" in (tmp_path / "table.md").read_text()
 
 
@@ -244,3 +245,19 @@ def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp
     assert change["change"] == pytest.approx(1.0) and change["change_se"] == pytest.approx(0.0)
     assert embodied_table2.parse_args(["--world-model", "approach"]).world_model == "approach"
     assert embodied_table2.parse_args([]).world_model == "sim-state"
+
+
+def test_a_difference_that_is_zero_to_rounding_needs_no_finite_number_of_seeds(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
+    for seed, (wm, wmrl) in enumerate(
+        [(0.8333333333333334, 0.875), (0.5833333333333334, 0.5416666666666666)]
+    ):
+        _summary(tmp_path / "runs" / f"wm-s{seed}", seed, wm, final)
+        _summary(tmp_path / "runs" / f"wmrl-s{seed}", seed, wmrl, final)
+    [difference] = embodied_table2.build_table(tmp_path)["differences"]
+    assert difference["mean"] == pytest.approx(0.0, abs=1e-12) and difference["mean"] != 0.0, "rounding"
+    assert difference["seeds_for_2se"] is None, "no number of seeds puts a zero difference at 2 s.e."
+    assert difference["seeds_for_margin"] == 2, "a 0.10 difference with this spread (s.d. 0.059): 2 seeds"
