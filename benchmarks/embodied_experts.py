@@ -25,6 +25,7 @@ import argparse
 import concurrent.futures
 import json
 import math
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -72,6 +73,9 @@ class Args:
     sft_seeds: int = field(default=3, metadata={"help": "seeds per SFT setting"})
     sft_eval: int = field(default=50, metadata={"help": "evaluation episodes of each SFT run"})
     sft_horizon: int = field(default=50, metadata={"help": "step limit of the SFT demos and evaluation"})
+    sft_runs: Path | None = field(
+        default=None, metadata={"help": "keep the SFT run directories here (finished ones are reused)"}
+    )
 
     def __post_init__(self) -> None:
         bad = [t for t in self.tasks if not 0 <= t < SUITE_TASKS]
@@ -117,6 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Args:
     parser.add_argument("--sft-seeds", type=int, default=defaults.sft_seeds)
     parser.add_argument("--sft-eval", type=int, default=defaults.sft_eval)
     parser.add_argument("--sft-horizon", type=int, default=defaults.sft_horizon)
+    parser.add_argument("--sft-runs", type=Path, default=None)
     namespace = parser.parse_args(argv)
     try:
         return Args(**vars(namespace))
@@ -244,16 +249,20 @@ def _sft_run(
     )
     started = time.perf_counter()
     setting = {"demos": demos, "demo_noise": noise, "bc_epochs": epochs, "seed": seed}
-    try:
-        trainer = EmbodiedTrainer(config, root / f"d{demos}-n{noise}-e{epochs}-s{seed}")
-        trainer.run()
-    except ConfigError as error:  # no demonstration succeeded: this setting gives no policy to evaluate
-        return {**setting, "success": None, "episodes": 0, "error": str(error), "wall_seconds": 0.0}
-    evaluation = trainer.last_eval
+    run_dir = root / f"d{demos}-n{noise}-e{epochs}-s{seed}"
+    if not (run_dir / "summary.json").is_file():  # a finished run is read back, anything else is redone
+        shutil.rmtree(run_dir, ignore_errors=True)
+        try:
+            EmbodiedTrainer(config, run_dir).run()
+        except ConfigError as error:  # no demonstration succeeded: this seed gives no policy to evaluate
+            return {**setting, "success": None, "episodes": 0, "error": str(error), "wall_seconds": 0.0}
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    final = lines[-1]  # the sft step and its evaluation, committed together
     return {
         **setting,
-        "success": float(evaluation["eval/success_rate"]),
-        "episodes": int(evaluation["eval/episodes"]),
+        "success": float(final["eval/success_rate"]),
+        "episodes": int(final["eval/episodes"]),
+        "demo_successes": round(final["sft/demo_success_rate"] * final["sft/demo_episodes"]),
         "wall_seconds": time.perf_counter() - started,
     }
 
@@ -262,10 +271,11 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
     """Every (demos, noise, epochs) setting of ``args`` over ``args.sft_seeds`` seeds: success ± s.e."""
     grid = [(d, n, e) for d in args.sft_demos for n in args.sft_noise for e in args.sft_epochs]
     settings = []
-    with tempfile.TemporaryDirectory(prefix="wmrl-sft-calibration-") as root:
+    with tempfile.TemporaryDirectory(prefix="wmrl-sft-calibration-") as scratch:
+        root = args.sft_runs or Path(scratch)
         for demos, noise, epochs in tqdm(grid, desc="sft settings"):
             runs = [
-                _sft_run(args.sft_env, demos, noise, epochs, seed, args, Path(root))
+                _sft_run(args.sft_env, demos, noise, epochs, seed, args, root)
                 for seed in range(args.sft_seeds)
             ]
             rates = np.array([run["success"] for run in runs if run["success"] is not None])
@@ -284,6 +294,7 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
                     if len(rates) > 1
                     else None,
                     "per_seed": [float(r) for r in rates],
+                    "demo_successes": [run.get("demo_successes", 0) for run in runs],
                     "wall_seconds": float(sum(run["wall_seconds"] for run in runs)),
                 }
             )
@@ -304,15 +315,15 @@ def _write_sft_calibration(settings: Sequence[dict[str, Any]], args: Args) -> No
         f"action, {args.sft_eval} fixed initial states, step limit {args.sft_horizon}); success is the mean "
         f"over {args.sft_seeds} seeds ± its standard error over seeds. Target: {low}-{high}.",
         "",
-        "| demos | demo noise | bc epochs | success | ± s.e. | per seed | seeds without a policy | wall s |",
-        "|---:|---:|---:|---:|---:|---|---:|---:|",
+        "| demos | demo noise | bc epochs | success | ± s.e. | per seed | demo successes | wall s |",
+        "|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for s in settings:
         se = "–" if s["se_over_seeds"] is None else f"{s['se_over_seeds']:.2f}"
         success = "–" if s["success"] is None else f"{s['success']:.2f}"
         lines.append(
             f"| {s['demos']} | {s['demo_noise']} | {s['bc_epochs']} | {success} | {se} | "
-            f"{', '.join(f'{r:.2f}' for r in s['per_seed'])} | {s['seeds_without_policy']} | "
+            f"{', '.join(f'{r:.2f}' for r in s['per_seed'])} | {', '.join(map(str, s['demo_successes']))} | "
             f"{s['wall_seconds']:.0f} |"
         )
     (args.out / "sft_calibration.md").write_text("\n".join(lines) + "\n")
