@@ -327,8 +327,9 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
         mean, se = _stat(per_seed)
         sd = None if se is None else se * math.sqrt(len(per_seed))
         resolvable = sd is not None and mean is not None and abs(mean) > 1e-9  # 0: no size resolves it
-        needed = math.ceil((2 * sd / abs(mean)) ** 2) if resolvable else None  # type: ignore[operator]
-        for_margin = None if sd is None else math.ceil((2 * sd / MARGIN) ** 2)
+        # at least 2: a spread over seeds is measured from two or more
+        needed = max(2, math.ceil((2 * sd / abs(mean)) ** 2)) if resolvable else None  # type: ignore[operator]
+        for_margin = None if sd is None else max(2, math.ceil((2 * sd / MARGIN) ** 2))
         rows.append(
             {
                 "comparison": f"{first} - {second}",
