@@ -40,7 +40,8 @@ import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
-from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, HeldOutScore, paired_change, read_metrics
+from wmrl_adapters.train.run.measure import HeldOutScore, paired_change
+from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {

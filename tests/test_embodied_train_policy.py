@@ -226,7 +226,7 @@ def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_
 def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp_path):
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
     import embodied_table2
-    from wmrl_adapters.train.run.rundir import HeldOutScore
+    from wmrl_adapters.train.run.measure import HeldOutScore
 
     keys = ("Lift#1", "Lift#2", "Lift#3")
     start = HeldOutScore(0, 1 / 3, None, 3, 0, (0.0, 1.0, 0.0), keys).to_dict()

@@ -26,8 +26,11 @@ def alias(old: str, new: str) -> None:
     """
     if old == "__main__":
         spec = sys.modules["__main__"].__spec__
-        warnings.warn(f"python -m {spec.name if spec else old} is deprecated: run python -m {new}",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"python -m {spec.name if spec else old} is deprecated: run python -m {new}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         runpy.run_module(new, run_name="__main__", alter_sys=True)
         return
     warnings.warn(f"{old} is deprecated: import {new}", DeprecationWarning, stacklevel=3)

@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_embodied(summary: dict[str, object], run_dir: Path) -> None:
-    from wmrl_adapters.train.run.rundir import describe_held_out
+    from wmrl_adapters.train.run.measure import describe_held_out
 
     final: dict[str, float] = summary["final"]  # type: ignore[assignment]
     success = final.get("eval/success_rate")

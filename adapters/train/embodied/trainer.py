@@ -69,14 +69,8 @@ import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.policy import behaviour_cloning, build_embodied_policy
-from wmrl_adapters.train.run.rundir import (
-    CpuClock,
-    CpuTimedPolicy,
-    CpuTimedWorldModel,
-    HeldOutScore,
-    RunTrainer,
-    mean_known,
-)
+from wmrl_adapters.train.run.measure import CpuClock, CpuTimedPolicy, CpuTimedWorldModel, HeldOutScore
+from wmrl_adapters.train.run.rundir import RunTrainer, mean_known
 from wmrl_adapters.train.run.settings import correction_config, run_algorithm
 from wmrl_adapters.train.run.state_io import load_state, save_state
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_adapters.train.kaggle.execution import CachedKaggleEnv, ComputeMeter, ExecutionCache
-from wmrl_adapters.train.run.rundir import (
+from wmrl_adapters.train.run.measure import (
     HeldOutScore,
     PairedChange,
     describe_held_out,

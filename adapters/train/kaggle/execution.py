@@ -37,7 +37,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from wmrl_adapters.train.run.rundir import CpuClock, CpuTimedPolicy, CpuTimedWorldModel
+from wmrl_adapters.train.run.measure import CpuClock, CpuTimedPolicy, CpuTimedWorldModel
 
 from wmrl_algos.errors import DataError
 from wmrl_envs.kaggle.env import KaggleEnv
