@@ -64,7 +64,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "steps": 3,
         "groups": 4,
         "group_size": 4,
-        "horizon": 160,
+        "horizon": 280,  # the height-aware expert takes 134-172 steps (the committed run: 160, earlier one)
         "eval_samples": 16,
         "eval_every": 0,
         "demos": 30,

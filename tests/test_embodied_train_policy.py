@@ -188,7 +188,7 @@ def test_the_table2_benchmark_keeps_each_envs_results_and_sizes_apart():
     lift = embodied_table2.parse_args([])
     libero = embodied_table2.parse_args(["--env", "libero:libero_object/0", "--steps", "1"])
     assert lift.env == "robosuite:Lift" and lift.out == embodied_table2.RESULTS and lift.horizon == 50
-    assert libero.out.name == "embodied_table2_libero" and libero.horizon == 160 and libero.hidden == 128
+    assert libero.out.name == "embodied_table2_libero" and libero.horizon == 280 and libero.hidden == 128
     assert libero.steps == 1, "a flag overrides the env's committed size"
 
 
