@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "wrapper_overhead.py"
 
 
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_wrapper_overhead_smoke_run_writes_the_table_and_the_plot(tmp_path):
     completed = subprocess.run(
         [sys.executable, str(SCRIPT), "--smoke", "--output-dir", str(tmp_path)],

@@ -254,6 +254,7 @@ def test_a_tampered_init_policy_is_refused_and_runs_no_code(tmp_path: Path) -> N
 
 
 @pytest.mark.slow  # ~20 s: importing transformers
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_trl_load_checkpoint_refuses_a_tampered_state_and_resumes_a_saved_one(tmp_path: Path) -> None:
     """The save side is the real ``transformers.TrainerCallback`` that :meth:`WMRLReward.attach` adds."""
     pytest.importorskip("transformers", reason="pip install 'wmrl[trl]'")

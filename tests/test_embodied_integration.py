@@ -19,6 +19,7 @@ from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask
 pytestmark = embodied_marks(pytest.mark.integration)
 
 
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_grouped_rollout_pairs_collapsed_progress_with_real_success_on_anchor_groups() -> None:
     config = RolloutConfig(group_size=2, mode="score", scoring="episode", max_turns=80, max_workers=2)
     world_model = ProgressWorldModel(SimStateProgressScorer())

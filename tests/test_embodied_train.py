@@ -155,6 +155,7 @@ def test_each_algorithm_runs_the_episodes_and_uses_the_success_labels_it_claims(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_a_run_learns_the_same_with_one_simulator_worker_as_with_two(tmp_path):
     """Each episode has its own reset seed and noise generator, and the policy acts one observation at
     a time, so running episodes side by side changes nothing a run learns."""
@@ -182,6 +183,7 @@ class _InterruptOnce(gym.Wrapper):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_an_interrupted_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(tmp_path):
     config = EmbodiedConfig(algo="wmrl", **{**TINY, "steps": 2})
     make = lambda: RobosuiteEnv("Lift", cameras=(), object_states=True)  # noqa: E731
@@ -255,6 +257,7 @@ def test_wmrl_train_runs_on_libero_through_the_same_trainer(tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["env"] == "libero:libero_object/0"
 
 
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_sft_on_libero_clones_the_scripted_pick_and_place_expert(tmp_path):
     """``--algo sft --env libero:libero_object/0``: the pick-and-place expert's demos, then a policy file."""
     config = EmbodiedConfig(

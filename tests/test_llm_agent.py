@@ -202,6 +202,7 @@ def test_mask_covers_every_assistant_turn_and_no_prompt_token(lora_agent: LLMAge
 
 
 @heavy
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_log_probs_of_a_turn_depend_on_the_history_before_it(lora_agent: LLMAgent) -> None:
     reply = "```python\nprint(1)\n```"
     alone = Trajectory("t", 0, 0, False, (TASK, LOG), (reply,), (), (), (), True)

@@ -70,6 +70,7 @@ def test_a_failed_checkpoint_write_on_a_full_disk_keeps_the_earlier_checkpoint(t
 
 
 @pytest.mark.integration
+@pytest.mark.long  # out of the default suite (among its slowest); CI's long pass runs it
 def test_real_executions_per_algorithm_follow_the_same_anchor_plan(tmp_path):
     cache = ExecutionCache()  # shared: the same designs are sampled first, so most runs replay them
     executions = {}
