@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from tqdm import tqdm
+from wmrl_adapters.train.run.measure import mean_se
 
 from wmrl_algos.errors import ConfigError
 
@@ -278,7 +279,8 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
                 _sft_run(args.sft_env, demos, noise, epochs, seed, args, root)
                 for seed in range(args.sft_seeds)
             ]
-            rates = np.array([run["success"] for run in runs if run["success"] is not None])
+            rates = [run["success"] for run in runs if run["success"] is not None]
+            success, se_over_seeds, _ = mean_se(rates)
             settings.append(
                 {
                     "env": args.sft_env,
@@ -288,11 +290,9 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
                     "horizon": args.sft_horizon,
                     "seeds": args.sft_seeds,
                     "eval_episodes": args.sft_eval,
-                    "success": float(rates.mean()) if len(rates) else None,
+                    "success": success,
                     "seeds_without_policy": sum(run["success"] is None for run in runs),
-                    "se_over_seeds": float(rates.std(ddof=1) / math.sqrt(len(rates)))
-                    if len(rates) > 1
-                    else None,
+                    "se_over_seeds": se_over_seeds,
                     "per_seed": [float(r) for r in rates],
                     "demo_successes": [run.get("demo_successes", 0) for run in runs],
                     "wall_seconds": float(sum(run["wall_seconds"] for run in runs)),

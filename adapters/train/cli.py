@@ -170,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         _print_embodied(summary, run_dir)
         return 0
-    from wmrl_adapters.train.kaggle.evaluate import describe_held_out, resolve_competitions
+    from wmrl_adapters.train.kaggle.evaluate import resolve_competitions
+    from wmrl_adapters.train.run.measure import describe_held_out
 
     from wmrl_envs.kaggle.suite import load_suite
 
@@ -211,9 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"median {result.get('eval/above_median_rate', float('nan')):.2f}, "
             f"medal {result.get('eval/medal_rate', float('nan')):.2f}"
         )
-    print(f"metrics: {run_dir / 'metrics.jsonl'}")
-    print(f"plots:   {', '.join(summary['plots'])}")
-    print(f"summary: {run_dir / 'summary.json'}")
+    _print_run_files(summary, run_dir)
     return 0
 
 
@@ -243,6 +242,11 @@ def _print_embodied(summary: dict[str, object], run_dir: Path) -> None:
         )
     if (run_dir / "policy.pt").is_file():
         print(f"policy:  {run_dir / 'policy.pt'} (start RL from it with --init)")
+    _print_run_files(summary, run_dir)
+
+
+def _print_run_files(summary: dict[str, object], run_dir: Path) -> None:
+    """Where a finished run of either track left its metrics, plots and summary."""
     print(f"metrics: {run_dir / 'metrics.jsonl'}")
     print(f"plots:   {', '.join(summary['plots'])}")  # type: ignore[arg-type]
     print(f"summary: {run_dir / 'summary.json'}")
