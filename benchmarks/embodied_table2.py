@@ -98,7 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="robosuite:Lift", choices=sorted(ENV_DEFAULTS))
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds to run")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first seed (a pre-registered run takes seeds a pilot did not use)",
+    )
     parser.add_argument("--steps", type=int)
     parser.add_argument("--groups", type=int)
     parser.add_argument("--group-size", type=int)
@@ -148,7 +154,7 @@ def run_all(args: argparse.Namespace) -> None:
         init_std=args.init_std,
         progress=False,
     )
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         sft_dir = runs / f"sft-s{seed}"
         sft = EmbodiedConfig(
             algo="sft", seed=seed, demos=args.demos, demo_noise=0.1, bc_epochs=args.bc_epochs, **common

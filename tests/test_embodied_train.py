@@ -297,4 +297,9 @@ def test_the_charged_cpu_seconds_do_not_grow_when_busy_children_load_the_machine
     ratio = loaded["compute/charged_total"] / quiet["compute/charged_total"]
     wall = loaded["time/rollout_seconds"] / quiet["time/rollout_seconds"]
     print(f"loaded / quiet: charged CPU-s {ratio:.2f}, rollout wall seconds {wall:.2f}")
-    assert ratio < 1.25, f"charged {ratio:.2f}x on a loaded machine (wall time grew {wall:.2f}x)"
+    assert wall > 1.4, f"the busy children did not load the machine (wall time grew only {wall:.2f}x)"
+    # Process CPU time is not perfectly load-free: on a shared CI VM, cache and SMT contention made the
+    # same work cost 1.27x the CPU-seconds while its wall time grew 2.58x. What the charge must not do is
+    # follow the load, so its growth is bounded by half the wall time's and by 1.5x outright.
+    assert ratio < 1.5, f"charged {ratio:.2f}x on a loaded machine (wall time grew {wall:.2f}x)"
+    assert ratio - 1 < 0.5 * (wall - 1), f"charged {ratio:.2f}x grew like the wall time ({wall:.2f}x)"
