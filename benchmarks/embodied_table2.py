@@ -12,8 +12,10 @@ same initial states, from its start (step 0: the SFT policy) to its end. Writes 
 ``table.json`` (success rate +- s.e. over seeds, real success labels used, simulator episodes, compute
 in CPU-seconds, diagnostics, the issue's targets marked met / NOT met; each run's change from its start,
 paired over the evaluation states; each pair of methods' per-seed difference, its spread over seeds
-and the seeds that difference needs to stand at 2 s.e.), ``success_vs_step.png`` and
-``success_bar.png``.
+and the seeds that difference needs to stand at 2 s.e.; the scorer's AUROC on the policy's own rollouts,
+OD's bias reduction and the anchor weight at every step), ``success_vs_step.png``, ``success_bar.png``,
+``success_vs_cost.png`` (success against simulator episodes and against real success labels) and
+``diagnostics_vs_step.png``.
 
     nice -n 10 python benchmarks/embodied_table2.py                 # the committed Lift run
     python benchmarks/embodied_table2.py --env libero:libero_object/0   # the committed LIBERO run
@@ -91,6 +93,8 @@ METHODS: tuple[tuple[str, str], ...] = (
     ("wmrl", "+ WMRL (progress + anchors, OD + IVD)"),
     ("anchors", "+ GRPO on anchors only (equal labels)"),
 )
+#: One colour a method in every plot, whichever methods a run has.
+COLORS = {"sft": "grey", "grpo": "tab:blue", "wm": "tab:orange", "wmrl": "tab:green", "anchors": "tab:red"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -284,6 +288,7 @@ def build_table(out: Path) -> dict[str, Any]:
         "targets": targets,
         "changes": run_changes(runs),
         "differences": method_differences(runs),
+        "training": training_curves(runs),
     }
 
 
@@ -311,6 +316,44 @@ def run_changes(runs: Path) -> list[dict[str, Any]]:
                 }
             )
     return changes
+
+
+#: The per-step diagnostics plotted over training: the scorer's AUROC on the policy's own rollouts
+#: (raw and after Online Debiasing), OD's bias reduction on the anchors and the anchor weight.
+TRAINING_DIAGNOSTICS = (
+    "diag/scorer_auroc",
+    "diag/calibrated_auroc",
+    "wmrl/bias_reduction",
+    "wmrl/anchor_weight",
+)
+
+
+def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """Per method, per metric, per step: the values of every complete run (one a seed).
+
+    Besides :data:`TRAINING_DIAGNOSTICS`: ``success`` (each evaluation, by its step) and, at the same
+    steps, ``sim_episodes`` and ``real_labels`` (what the run had used when it was evaluated; 0 at step
+    0), so methods that pay differently can be read on one axis."""
+    curves: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for method, _ in METHODS:
+        for run_dir in sorted(runs.glob(f"{method}-s*")):
+            if _summary(run_dir) is None:
+                continue
+            per = curves.setdefault(method, {})
+            used = {"sim_episodes": 0.0, "real_labels": 0.0}
+            for line in read_metrics(run_dir / "metrics.jsonl"):
+                step = int(line["step"])
+                for key in used:
+                    used[key] = float(line.get(f"compute/{key}", used[key]))
+                for key in TRAINING_DIAGNOSTICS:
+                    value = line.get(key)
+                    if value is not None and math.isfinite(value):
+                        per.setdefault(key, {}).setdefault(step, []).append(float(value))
+                if "eval/success_rate" in line:
+                    per.setdefault("success", {}).setdefault(step, []).append(line["eval/success_rate"])
+                    for key, value in used.items():
+                        per.setdefault(key, {}).setdefault(step, []).append(value)
+    return curves
 
 
 def method_differences(runs: Path) -> list[dict[str, Any]]:
@@ -357,7 +400,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) -> None:
-    """``table.md``, ``table.json``, ``success_vs_step.png``, ``success_bar.png``."""
+    """``table.md``, ``table.json``, ``success_vs_step.png``, ``success_bar.png``, ``success_vs_cost.png``
+    and ``diagnostics_vs_step.png``."""
     out.mkdir(parents=True, exist_ok=True)
     env = settings.get("env", "robosuite:Lift")
     lines = [
@@ -410,6 +454,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
                 f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} | "
                 f"{row['seeds_for_margin'] or '-'} |"
             )
+    lines += _training_lines(table.get("training", {}))
     (out / "table.md").write_text("\n".join(lines) + "\n")
     (out / "table.json").write_text(json.dumps({**table, "settings": settings}, indent=2, default=str) + "\n")
     import matplotlib
@@ -428,7 +473,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
             float(np.std(curve[s], ddof=1) / math.sqrt(len(curve[s]))) if len(curve[s]) > 1 else 0.0
             for s in steps
         ]
-        axis.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=label)
+        axis.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=label, color=COLORS[method])
     axis.set_xlabel("training step")
     axis.set_ylabel("evaluation success rate")
     axis.set_title(f"{env}: success vs training step (step 0 = SFT; mean +- s.e. over seeds)")
@@ -443,13 +488,111 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         [row["success"] for row in rows],
         yerr=[row["success_se"] or 0.0 for row in rows],
         capsize=4,
-        color=["grey", "tab:blue", "tab:orange", "tab:green", "tab:red"][: len(rows)],
+        color=[COLORS[row["method"]] for row in rows],
     )
     axis.set_xticks(range(len(rows)), [row["method"] for row in rows])
     axis.set_ylabel("evaluation success rate")
     axis.set_title(f"Table 2 shape at CPU scale ({env})")
     figure.tight_layout()
     figure.savefig(out / "success_bar.png", dpi=90)
+    plt.close(figure)
+    _plot_training(table.get("training", {}), out, env, plt)
+
+
+def _corrects(method: str, key: str) -> bool:
+    """Whether ``key`` means something for ``method``: the correction's own numbers (``wmrl/``) only
+    for WMRL, which is the one method that corrects (the others log its neutral values)."""
+    return method == "wmrl" or not key.startswith("wmrl/")
+
+
+def _training_lines(training: dict[str, dict[str, dict[int, list[float]]]]) -> list[str]:
+    """The per-step diagnostics as a markdown table (mean over seeds; ``-`` where a method has none)."""
+    rows = []
+    for method, _ in METHODS:
+        per = training.get(method, {})
+        for step in sorted({step for key in TRAINING_DIAGNOSTICS for step in per.get(key, {})}):
+            cells = [
+                _fmt(
+                    float(np.mean(per[key][step]))
+                    if _corrects(method, key) and step in per.get(key, {})
+                    else None
+                )
+                for key in TRAINING_DIAGNOSTICS
+            ]
+            rows.append(f"| {method} | {step} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    header = "| method | step | " + " | ".join(TRAINING_DIAGNOSTICS) + " |"
+    return [
+        "",
+        "The scorer on the policy's own rollouts, over training (mean over seeds):",
+        "",
+        header,
+        "|---|---|" + "---|" * len(TRAINING_DIAGNOSTICS),
+        *rows,
+    ]
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    return float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(
+        values
+    ) > 1 else 0.0
+
+
+def _plot_training(
+    training: dict[str, dict[str, dict[int, list[float]]]], out: Path, env: str, plt: Any
+) -> None:
+    """``success_vs_cost.png`` (success against simulator episodes and against real success labels)
+    and ``diagnostics_vs_step.png`` (:data:`TRAINING_DIAGNOSTICS` against the step)."""
+    panels = (
+        ("sim_episodes", "simulator episodes used (training)"),
+        ("real_labels", "real success labels used"),
+    )
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for axis, (cost, xlabel) in zip(axes, panels, strict=True):
+        for method, label in METHODS:
+            per = training.get(method, {})
+            steps = sorted(per.get("success", {}))
+            if steps:  # one point a step: mean success over seeds at the mean cost paid by then
+                stats = [_mean_se(per["success"][step]) for step in steps]
+                xs = [float(np.mean(per[cost][step])) for step in steps]
+                axis.errorbar(
+                    xs,
+                    [m for m, _ in stats],
+                    yerr=[e for _, e in stats],
+                    marker="o",
+                    capsize=3,
+                    label=label,
+                    color=COLORS[method],
+                )
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel("evaluation success rate")
+    axes[0].legend(fontsize=7)
+    figure.suptitle(f"{env}: what each method paid for its success (mean +- s.e. over seeds)")
+    figure.tight_layout()
+    figure.savefig(out / "success_vs_cost.png", dpi=90)
+    plt.close(figure)
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7))
+    for axis, key in zip(axes.flat, TRAINING_DIAGNOSTICS, strict=True):
+        for method, label in METHODS:
+            curve = training.get(method, {}).get(key)
+            if curve and _corrects(method, key):
+                steps = sorted(curve)
+                stats = [_mean_se(curve[step]) for step in steps]
+                axis.errorbar(
+                    steps,
+                    [m for m, _ in stats],
+                    yerr=[e for _, e in stats],
+                    marker="o",
+                    capsize=3,
+                    label=label,
+                )
+        axis.set_xlabel("training step")
+        axis.set_ylabel(key)
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(f"{env}: the scorer on the policy's own rollouts over training (mean +- s.e. over seeds)")
+    figure.tight_layout()
+    figure.savefig(out / "diagnostics_vs_step.png", dpi=90)
     plt.close(figure)
 
 

@@ -261,3 +261,48 @@ def test_a_difference_that_is_zero_to_rounding_needs_no_finite_number_of_seeds(t
     assert difference["mean"] == pytest.approx(0.0, abs=1e-12) and difference["mean"] != 0.0, "rounding"
     assert difference["seeds_for_2se"] is None, "no number of seeds puts a zero difference at 2 s.e."
     assert difference["seeds_for_margin"] == 2, "a 0.10 difference with this spread (s.d. 0.059): 2 seeds"
+
+
+def test_the_table2_benchmark_curves_success_against_cost_and_the_scorer_over_training(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 8.0, "compute/sim_episodes": 64.0, "compute/charged_total": 10.0}
+    for method, labels, episodes in (("wmrl", 4.0, 32.0), ("anchors", 4.0, 4.0)):
+        run_dir = tmp_path / "runs" / f"{method}-s0"
+        run_dir.mkdir(parents=True)
+        summary = {"config": {"seed": 0}, "eval": {"eval/success_rate": 0.75}, "final": final}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        lines = [
+            {"step": 0.0, "eval/success_rate": 0.25},
+            {
+                "step": 1.0,
+                "compute/real_labels": labels,
+                "compute/sim_episodes": episodes,
+                "diag/scorer_auroc": 0.9,
+                "wmrl/anchor_weight": 1.0,
+            },
+            {
+                "step": 2.0,
+                "compute/real_labels": 2 * labels,
+                "compute/sim_episodes": 2 * episodes,
+                "diag/scorer_auroc": float("nan"),
+                "wmrl/anchor_weight": 1.5,
+                "eval/success_rate": 0.75,
+            },
+        ]
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    table = embodied_table2.build_table(tmp_path)
+    wmrl, anchors = table["training"]["wmrl"], table["training"]["anchors"]
+    assert wmrl["success"] == {0: [0.25], 2: [0.75]}
+    assert wmrl["sim_episodes"] == {0: [0.0], 2: [64.0]} and anchors["sim_episodes"] == {0: [0.0], 2: [8.0]}
+    assert wmrl["real_labels"] == {0: [0.0], 2: [8.0]}
+    assert wmrl["diag/scorer_auroc"] == {1: [0.9]}, "a NaN diagnostic is left out, not averaged in"
+    embodied_table2.write_outputs(table, tmp_path, {})
+    text = (tmp_path / "table.md").read_text()
+    assert "| wmrl | 2 | - | - | - | 1.500 |" in text
+    assert "| anchors | 2 | - | - | - | - |" in text, (
+        "the correction's numbers only for the method that corrects"
+    )
+    for name in ("success_vs_cost.png", "diagnostics_vs_step.png"):
+        assert (tmp_path / name).stat().st_size > 0
