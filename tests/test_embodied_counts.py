@@ -151,3 +151,15 @@ def test_a_checkpoint_from_before_the_cpu_clocks_resumes_with_its_cpu_seconds_un
     assert final["compute/sim_episodes"] == 8, "the counts carry on"
     assert math.isnan(final["compute/sim_cpu_s"]) and math.isnan(final["compute/charged_total"])
     assert final["time/rollout_seconds"] > 1.0, "the old wall seconds carry on under time/"
+
+
+def test_the_demo_horizon_cuts_the_demonstrations_and_not_the_evaluation(tmp_path: Path) -> None:
+    from wmrl_algos.errors import ConfigError
+
+    cut = EmbodiedConfig(algo="sft", **{**SMALL, "demo_horizon": SUCCESS_AT - 1})
+    with pytest.raises(ConfigError, match=r"none of the 2 scripted demonstrations succeeded.*demo_horizon=2"):
+        EmbodiedTrainer(cut, tmp_path / "cut", make_env=_ScriptedLift).run()
+    kept = EmbodiedConfig(algo="sft", **{**SMALL, "demo_horizon": SUCCESS_AT})
+    final = EmbodiedTrainer(kept, tmp_path / "kept", make_env=_ScriptedLift).run()["final"]
+    assert final["sft/demo_success_rate"] == 1.0 and final["compute/sim_steps"] == 2 * SUCCESS_AT
+    assert final["time/eval_episodes"] == 4, "the evaluation keeps its own horizon and episodes"

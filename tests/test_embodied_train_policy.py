@@ -116,6 +116,9 @@ def test_libero_is_evaluated_on_each_tasks_fixed_initial_states_the_same_for_eve
         ({"world_model": "robometer"}, "sim-state"),
         ({"group_size": 1}, "group_size=1"),
         ({"anchor_fraction": 0.0}, "anchor_fraction=0.0"),
+        ({"demo_horizon": 0}, r"demo_horizon=0; pass an integer from 1 to horizon \(60\)"),
+        ({"demo_horizon": 61}, "demo_horizon=61"),
+        ({"demo_horizon": "20"}, "demo_horizon='20'"),
     ],
 )
 def test_a_bad_embodied_setting_is_an_error_naming_it(changes, needle):
@@ -306,3 +309,24 @@ def test_the_table2_benchmark_curves_success_against_cost_and_the_scorer_over_tr
     )
     for name in ("success_vs_cost.png", "diagnostics_vs_step.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_the_demo_horizon_parses_from_the_command_line_and_an_older_run_without_it_resumes(tmp_path):
+    from wmrl_adapters.train.run.checks import coerce
+    from wmrl_adapters.train.run.rundir import RunTrainer
+
+    assert coerce("demo_horizon", "25", EmbodiedConfig) == 25
+    assert coerce("demo_horizon", "none", EmbodiedConfig) is None
+    with pytest.raises(ConfigError, match="--demo-horizon 'x'"):
+        coerce("demo_horizon", "x", EmbodiedConfig)
+    config = EmbodiedConfig(demo_horizon=None)
+    run_dir = tmp_path / "older"
+    run_dir.mkdir()
+    saved = {k: v for k, v in config.to_dict().items() if k != "demo_horizon"}  # written before the setting
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    directory = RunTrainer.__new__(RunTrainer)
+    directory.run_dir, directory.config = run_dir, config
+    directory._check_same_settings(saved)  # the default reads as the older run's: no refusal
+    directory.config = EmbodiedConfig(demo_horizon=30)
+    with pytest.raises(ConfigError, match="demo_horizon: run None vs now 30"):
+        directory._check_same_settings(saved)

@@ -82,6 +82,14 @@ class EmbodiedConfig(RunSettings):
     hidden: int = field(default=64, metadata=_help("Hidden width of the gaussian-mlp policy."))
     demos: int = field(default=30, metadata=_help("sft: scripted demonstration episodes."))
     demo_noise: float = field(default=0.3, metadata=_help("sft: executed-action noise of the demos (DART)."))
+    demo_horizon: int | None = field(
+        default=None,
+        metadata=_help(
+            "sft: step limit of a demonstration (none: horizon). Shorter cuts the expert off before some "
+            "demonstrations succeed, so fewer successes are cloned: an SFT start with room to improve, "
+            "while evaluation and RL keep horizon."
+        ),
+    )
     bc_epochs: int = field(default=200, metadata=_help("sft: behaviour-cloning epochs."))
     eval_samples: int = track_default("eval_samples", 20)
     workers: int = field(default=2, metadata=_help("Simulator workers running episodes in parallel."))
@@ -103,6 +111,15 @@ class EmbodiedConfig(RunSettings):
                 raise ConfigError(f"{name}={getattr(self, name)!r}; pass a positive integer")
         if not self.init_std > 0:
             raise ConfigError(f"init_std={self.init_std}; pass an action standard deviation > 0")
+        if self.demo_horizon is not None and (
+            isinstance(self.demo_horizon, bool)
+            or not isinstance(self.demo_horizon, int)
+            or not 1 <= self.demo_horizon <= self.horizon
+        ):
+            raise ConfigError(
+                f"demo_horizon={self.demo_horizon!r}; pass an integer from 1 to horizon ({self.horizon}), "
+                "or none for horizon"
+            )
         if self.demo_noise < 0:
             raise ConfigError(f"demo_noise={self.demo_noise}; pass a standard deviation >= 0")
         if self.policy.startswith("lerobot:") and self.policy != "lerobot:":

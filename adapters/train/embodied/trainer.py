@@ -566,7 +566,7 @@ class EmbodiedTrainer(RunTrainer):
             self._env(0),
             self.expert,
             episodes=config.demos,
-            horizon=config.horizon,
+            horizon=config.demo_horizon or config.horizon,
             noise=config.demo_noise,
             seed=config.seed * 10_000,
             tasks=(config.tasks() or list(range(self._n_tasks))) if self._has_init_states else None,
@@ -579,7 +579,8 @@ class EmbodiedTrainer(RunTrainer):
         if not len(demos):
             raise ConfigError(
                 f"none of the {demos.episodes} scripted demonstrations succeeded (demo_noise="
-                f"{config.demo_noise}, horizon={config.horizon}); lower demo_noise or raise horizon"
+                f"{config.demo_noise}, demo_horizon={config.demo_horizon or config.horizon}); lower "
+                "demo_noise or raise demo_horizon"
             )
         with self.clocks["policy_update"].measure():
             losses = behaviour_cloning(

@@ -127,6 +127,8 @@ def coerce(key: str, text: str, cls: type) -> Any:
             return text.lower() in ("true", "1", "yes")
         if kind in ("int", int):
             return int(text)
+        if kind == "int | None":  # an optional count: "none" (any case) or empty is the default
+            return None if text.strip().lower() in ("", "none") else int(text)
         if kind in ("float", float):
             return float(text)
     except ValueError:
