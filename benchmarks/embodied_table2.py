@@ -468,12 +468,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         if not curve:
             continue
         steps = sorted(curve)
-        means = [float(np.mean(curve[s])) for s in steps]
-        errors = [
-            float(np.std(curve[s], ddof=1) / math.sqrt(len(curve[s]))) if len(curve[s]) > 1 else 0.0
-            for s in steps
-        ]
-        axis.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=label, color=COLORS[method])
+        _curve(axis, steps, [curve[step] for step in steps], method, label)
     axis.set_xlabel("training step")
     axis.set_ylabel("evaluation success rate")
     axis.set_title(f"{env}: success vs training step (step 0 = SFT; mean +- s.e. over seeds)")
@@ -539,6 +534,15 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     ) > 1 else 0.0
 
 
+def _curve(axis: Any, xs: list[float], samples: list[list[float]], method: str, label: str) -> None:
+    """One method's line: the mean of each point's samples (one a seed) with its s.e. over them."""
+    stats = [_mean_se(values) for values in samples]
+    axis.errorbar(
+        xs, [m for m, _ in stats], yerr=[e for _, e in stats], marker="o", capsize=3, label=label,
+        color=COLORS[method],
+    )  # fmt: skip
+
+
 def _plot_training(
     training: dict[str, dict[str, dict[int, list[float]]]], out: Path, env: str, plt: Any
 ) -> None:
@@ -554,17 +558,8 @@ def _plot_training(
             per = training.get(method, {})
             steps = sorted(per.get("success", {}))
             if steps:  # one point a step: mean success over seeds at the mean cost paid by then
-                stats = [_mean_se(per["success"][step]) for step in steps]
                 xs = [float(np.mean(per[cost][step])) for step in steps]
-                axis.errorbar(
-                    xs,
-                    [m for m, _ in stats],
-                    yerr=[e for _, e in stats],
-                    marker="o",
-                    capsize=3,
-                    label=label,
-                    color=COLORS[method],
-                )
+                _curve(axis, xs, [per["success"][step] for step in steps], method, label)
         axis.set_xlabel(xlabel)
         axis.set_ylabel("evaluation success rate")
     axes[0].legend(fontsize=7)
@@ -578,15 +573,7 @@ def _plot_training(
             curve = training.get(method, {}).get(key)
             if curve and _corrects(method, key):
                 steps = sorted(curve)
-                stats = [_mean_se(curve[step]) for step in steps]
-                axis.errorbar(
-                    steps,
-                    [m for m, _ in stats],
-                    yerr=[e for _, e in stats],
-                    marker="o",
-                    capsize=3,
-                    label=label,
-                )
+                _curve(axis, steps, [curve[step] for step in steps], method, label)
         axis.set_xlabel("training step")
         axis.set_ylabel(key)
     axes.flat[0].legend(fontsize=7)
