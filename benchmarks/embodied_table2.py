@@ -181,6 +181,17 @@ def run_all(args: argparse.Namespace) -> None:
             _run(config, runs / f"{method}-s{seed}")
 
 
+def _seed_dirs(runs: Path, method: str) -> list[Path]:
+    """``method``'s run directories in seed order (``s4`` before ``s10``, which a name sort reverses)."""
+    found = [(d, d.name[len(method) + 2 :]) for d in runs.glob(f"{method}-s*")]
+    return [
+        d
+        for d, seed in sorted(
+            found, key=lambda item: (not item[1].isdigit(), int(item[1]) if item[1].isdigit() else 0, item[1])
+        )
+    ]
+
+
 def _summary(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / SUMMARY
     return json.loads(path.read_text()) if path.is_file() else None
@@ -206,7 +217,7 @@ def build_table(out: Path) -> dict[str, Any]:
     runs = out / "runs"
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[int, list[float]]] = {}
-    sft = [s for s in (_summary(d) for d in sorted(runs.glob("sft-s*"))) if s]
+    sft = [s for s in (_summary(d) for d in _seed_dirs(runs, "sft")) if s]
     sft_rates = [s["eval"]["eval/success_rate"] for s in sft]
     mean, se = _stat(sft_rates)
     rows.append(
@@ -226,7 +237,7 @@ def build_table(out: Path) -> dict[str, Any]:
     )
     sft_by_seed = {int(s["config"]["seed"]): s["eval"]["eval/success_rate"] for s in sft}
     for method, label in METHODS:
-        summaries = [(d, _summary(d)) for d in sorted(runs.glob(f"{method}-s*"))]
+        summaries = [(d, _summary(d)) for d in _seed_dirs(runs, method)]
         done = [(d, s) for d, s in summaries if s]
         if not done:
             continue
@@ -297,7 +308,7 @@ def run_changes(runs: Path) -> list[dict[str, Any]]:
     states (``None`` where the run has no step-0 evaluation)."""
     changes = []
     for method, _ in METHODS:
-        for run_dir in sorted(runs.glob(f"{method}-s*")):
+        for run_dir in _seed_dirs(runs, method):
             summary = _summary(run_dir)
             held_out = (summary or {}).get("held_out", {})
             if not {"start", "end"} <= held_out.keys():
@@ -336,7 +347,7 @@ def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
     0), so methods that pay differently can be read on one axis."""
     curves: dict[str, dict[str, dict[int, list[float]]]] = {}
     for method, _ in METHODS:
-        for run_dir in sorted(runs.glob(f"{method}-s*")):
+        for run_dir in _seed_dirs(runs, method):
             if _summary(run_dir) is None:
                 continue
             per = curves.setdefault(method, {})
@@ -363,7 +374,7 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
     and the seeds a difference of :data:`MARGIN` with that spread needs (``ceil((2 sd / MARGIN)^2)``)."""
     finals: dict[str, dict[int, float]] = {}
     for method, _ in METHODS:
-        for run_dir in sorted(runs.glob(f"{method}-s*")):
+        for run_dir in _seed_dirs(runs, method):
             summary = _summary(run_dir)
             if summary is not None:
                 rate = summary["eval"]["eval/success_rate"]
@@ -436,6 +447,12 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
                 f"{'-' if row['change'] is None else format(row['change'], '+.3f')} +- "
                 f"{_fmt(row['change_se'])} |"
             )
+        lines += ["", "Over seeds (each seed's change, start to end; mean +- s.e. over seeds):", ""]
+        for method, _ in METHODS:
+            per_seed = [row["change"] for row in table["changes"] if row["method"] == method]
+            mean, se = _stat(per_seed)
+            if mean is not None:
+                lines.append(f"- {method}: {mean:+.3f} +- {_fmt(se)} ({len(per_seed)} seeds)")
     if table.get("differences"):
         lines += [
             "",

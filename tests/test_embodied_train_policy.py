@@ -330,3 +330,18 @@ def test_the_demo_horizon_parses_from_the_command_line_and_an_older_run_without_
     directory.config = EmbodiedConfig(demo_horizon=30)
     with pytest.raises(ConfigError, match="demo_horizon: run None vs now 30"):
         directory._check_same_settings(saved)
+
+
+def test_the_table2_benchmark_reads_runs_in_seed_order_not_name_order(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    for seed in (10, 4, 5):
+        (tmp_path / f"wmrl-s{seed}").mkdir()
+    (tmp_path / "wm-s1").mkdir()  # another method's prefix overlaps: not wmrl's
+    assert [d.name for d in embodied_table2._seed_dirs(tmp_path, "wmrl")] == [
+        "wmrl-s4",
+        "wmrl-s5",
+        "wmrl-s10",
+    ]
+    assert [d.name for d in embodied_table2._seed_dirs(tmp_path, "wm")] == ["wm-s1"]
