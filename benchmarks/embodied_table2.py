@@ -267,7 +267,14 @@ def build_table(out: Path) -> dict[str, Any]:
                 "train_sim_success": _stat([_diagnostic(x, "diag/sim_success_rate") for x in all_lines])[0],
                 "scorer_auroc": _stat([_diagnostic(x, "diag/scorer_auroc") for x in all_lines])[0],
                 "calibrated_auroc": _stat([_diagnostic(x, "diag/calibrated_auroc") for x in all_lines])[0],
-                "bias_reduction": _stat([_diagnostic(x, "wmrl/bias_reduction", True) for x in all_lines])[0],
+                "bias_reduction": None
+                if method != "wmrl"
+                else pooled_reduction(
+                    *(
+                        [v for v in (_diagnostic(x, key, True) for x in all_lines) if v is not None]
+                        for key in RESIDUALS
+                    )
+                ),
                 "anchor_weight": _stat([_diagnostic(x, "wmrl/anchor_weight", True) for x in all_lines])[0],
                 "policy_errors": float(
                     sum(sum(line.get("train/policy_errors", 0) for line in x) for x in all_lines)
@@ -330,7 +337,9 @@ def run_changes(runs: Path) -> list[dict[str, Any]]:
 
 
 #: The per-step diagnostics plotted over training: the scorer's AUROC on the policy's own rollouts
-#: (raw and after Online Debiasing), OD's bias reduction on the anchors and the anchor weight.
+#: (raw and after Online Debiasing), OD's bias reduction on the anchors and the anchor weight. The bias
+#: reduction is pooled over seeds (:func:`pooled_reduction`), not a mean of each run's logged ratio: a run
+#: whose raw squared error on its anchors is near 0 logs a ratio of -40 that would swamp the mean.
 TRAINING_DIAGNOSTICS = (
     "diag/scorer_auroc",
     "diag/calibrated_auroc",
@@ -356,7 +365,9 @@ def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
                 step = int(line["step"])
                 for key in used:
                     used[key] = float(line.get(f"compute/{key}", used[key]))
-                for key in TRAINING_DIAGNOSTICS:
+                for key in (*TRAINING_DIAGNOSTICS, *RESIDUALS):
+                    if key == "wmrl/bias_reduction":
+                        continue  # pooled below from the residuals
                     value = line.get(key)
                     if value is not None and math.isfinite(value):
                         per.setdefault(key, {}).setdefault(step, []).append(float(value))
@@ -364,7 +375,28 @@ def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
                     per.setdefault("success", {}).setdefault(step, []).append(line["eval/success_rate"])
                     for key, value in used.items():
                         per.setdefault(key, {}).setdefault(step, []).append(value)
+    for per in curves.values():
+        raw, calibrated = (per.get(key, {}) for key in RESIDUALS)
+        pooled = {step: pooled_reduction(raw[step], calibrated.get(step, [])) for step in raw}
+        per["wmrl/bias_reduction"] = {step: [value] for step, value in pooled.items() if value is not None}
     return curves
+
+
+#: The mean squared error of the scorer on the anchor episodes' real success, before and after OD.
+RESIDUALS = ("wmrl/residual_raw", "wmrl/residual_calibrated")
+
+
+def pooled_reduction(raw: list[float], calibrated: list[float]) -> float | None:
+    """OD's bias reduction over seeds: ``1 - mean(calibrated error) / mean(raw error)`` (``None`` when
+    the two lists differ in length or the raw error is 0).
+
+    Example:
+        >>> round(pooled_reduction([0.2, 0.0005], [0.1, 0.02]), 3)  # the logged ratios: 0.5 and -39
+        0.401
+    """
+    if not raw or len(raw) != len(calibrated) or not sum(raw) > 0:
+        return None
+    return 1.0 - sum(calibrated) / sum(raw)
 
 
 def method_differences(runs: Path) -> list[dict[str, Any]]:

@@ -345,3 +345,22 @@ def test_the_table2_benchmark_reads_runs_in_seed_order_not_name_order(tmp_path):
         "wmrl-s10",
     ]
     assert [d.name for d in embodied_table2._seed_dirs(tmp_path, "wm")] == ["wm-s1"]
+
+
+def test_the_table2_bias_reduction_is_pooled_over_seeds_not_a_mean_of_ratios(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 4.0, "compute/sim_episodes": 32.0, "compute/charged_total": 1.0}
+    for seed, (raw, calibrated, logged) in enumerate([(0.2, 0.1, 0.5), (0.0005, 0.02, -39.0)]):
+        run_dir = tmp_path / "runs" / f"wmrl-s{seed}"
+        run_dir.mkdir(parents=True)
+        summary = {"config": {"seed": seed}, "eval": {"eval/success_rate": 0.5}, "final": final}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        line = {"step": 1.0, "wmrl/residual_raw": raw, "wmrl/residual_calibrated": calibrated,
+                "wmrl/bias_reduction": logged}  # fmt: skip
+        (run_dir / "metrics.jsonl").write_text(json.dumps(line) + "\n")
+    table = embodied_table2.build_table(tmp_path)
+    [wmrl] = [row for row in table["rows"] if row["method"] == "wmrl"]
+    assert wmrl["bias_reduction"] == pytest.approx(1 - 0.12 / 0.2005)
+    assert table["training"]["wmrl"]["wmrl/bias_reduction"] == {1: [pytest.approx(1 - 0.12 / 0.2005)]}
