@@ -83,6 +83,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("wmrl", "grpo"),
     ("wm", "grpo"),
     ("wm", "anchors"),
+    ("anchors", "grpo"),
 )
 """The method differences the table sizes (first minus second, per seed: the same SFT init and states)."""
 MARGIN = 0.10
