@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
-from wmrl_adapters.train.run.measure import HeldOutScore, paired_change
+from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change
 from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
@@ -184,13 +184,12 @@ def run_all(args: argparse.Namespace) -> None:
 
 def _seed_dirs(runs: Path, method: str) -> list[Path]:
     """``method``'s run directories in seed order (``s4`` before ``s10``, which a name sort reverses)."""
-    found = [(d, d.name[len(method) + 2 :]) for d in runs.glob(f"{method}-s*")]
-    return [
-        d
-        for d, seed in sorted(
-            found, key=lambda item: (not item[1].isdigit(), int(item[1]) if item[1].isdigit() else 0, item[1])
-        )
-    ]
+
+    def seed(path: Path) -> tuple[int, int, str]:
+        tail = path.name[len(method) + 2 :]
+        return (0, int(tail), "") if tail.isdigit() else (1, 0, tail)
+
+    return sorted(runs.glob(f"{method}-s*"), key=seed)
 
 
 def _summary(run_dir: Path) -> dict[str, Any] | None:
@@ -578,17 +577,11 @@ def _training_lines(training: dict[str, dict[str, dict[int, list[float]]]]) -> l
     ]
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    return float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(
-        values
-    ) > 1 else 0.0
-
-
 def _curve(axis: Any, xs: list[float], samples: list[list[float]], method: str, label: str) -> None:
     """One method's line: the mean of each point's samples (one a seed) with its s.e. over them."""
-    stats = [_mean_se(values) for values in samples]
+    stats = [mean_se(values)[:2] for values in samples]
     axis.errorbar(
-        xs, [m for m, _ in stats], yerr=[e for _, e in stats], marker="o", capsize=3, label=label,
+        xs, [m for m, _ in stats], yerr=[e or 0.0 for _, e in stats], marker="o", capsize=3, label=label,
         color=COLORS[method],
     )  # fmt: skip
 
