@@ -197,12 +197,10 @@ def _summary(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _stat(values: list[float]) -> tuple[float | None, float | None]:
-    known = [v for v in values if v is not None and math.isfinite(v)]
-    if not known:
-        return None, None
-    se = float(np.std(known, ddof=1) / math.sqrt(len(known))) if len(known) > 1 else None
-    return float(np.mean(known)), se
+def _stat(values: list[float | None]) -> tuple[float | None, float | None]:
+    """Mean and s.e. over seeds of the finite values (:func:`mean_se`; a NaN is unknown, like None)."""
+    mean, se, _ = mean_se([v for v in values if v is not None and math.isfinite(v)])
+    return mean, se
 
 
 def _diagnostic(lines: list[dict[str, float]], key: str, last: bool = False) -> float | None:
@@ -346,6 +344,10 @@ TRAINING_DIAGNOSTICS = (
     "wmrl/bias_reduction",
     "wmrl/anchor_weight",
 )
+#: The mean squared error of the scorer on the anchor episodes' real success, before and after OD.
+RESIDUALS = ("wmrl/residual_raw", "wmrl/residual_calibrated")
+#: What :func:`training_curves` reads from each metrics line (the bias reduction is derived, not read).
+_LOGGED = (*(key for key in TRAINING_DIAGNOSTICS if key != "wmrl/bias_reduction"), *RESIDUALS)
 
 
 def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
@@ -365,9 +367,7 @@ def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
                 step = int(line["step"])
                 for key in used:
                     used[key] = float(line.get(f"compute/{key}", used[key]))
-                for key in (*TRAINING_DIAGNOSTICS, *RESIDUALS):
-                    if key == "wmrl/bias_reduction":
-                        continue  # pooled below from the residuals
+                for key in _LOGGED:
                     value = line.get(key)
                     if value is not None and math.isfinite(value):
                         per.setdefault(key, {}).setdefault(step, []).append(float(value))
@@ -380,10 +380,6 @@ def training_curves(runs: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
         pooled = {step: pooled_reduction(raw[step], calibrated.get(step, [])) for step in raw}
         per["wmrl/bias_reduction"] = {step: [value] for step, value in pooled.items() if value is not None}
     return curves
-
-
-#: The mean squared error of the scorer on the anchor episodes' real success, before and after OD.
-RESIDUALS = ("wmrl/residual_raw", "wmrl/residual_calibrated")
 
 
 def pooled_reduction(raw: list[float], calibrated: list[float]) -> float | None:
@@ -579,7 +575,7 @@ def _training_lines(training: dict[str, dict[str, dict[int, list[float]]]]) -> l
 
 def _curve(axis: Any, xs: list[float], samples: list[list[float]], method: str, label: str) -> None:
     """One method's line: the mean of each point's samples (one a seed) with its s.e. over them."""
-    stats = [mean_se(values)[:2] for values in samples]
+    stats = [_stat(values) for values in samples]
     axis.errorbar(
         xs, [m for m, _ in stats], yerr=[e or 0.0 for _, e in stats], marker="o", capsize=3, label=label,
         color=COLORS[method],

@@ -561,12 +561,13 @@ class EmbodiedTrainer(RunTrainer):
         from wmrl_envs.embodied.demos import collect_demonstrations
 
         config = self.config
+        demo_horizon = config.demo_horizon or config.horizon
         simulated, started = self._simulator_cpu(), time.perf_counter()
         demos = collect_demonstrations(
             self._env(0),
             self.expert,
             episodes=config.demos,
-            horizon=config.demo_horizon or config.horizon,
+            horizon=demo_horizon,
             noise=config.demo_noise,
             seed=config.seed * 10_000,
             tasks=(config.tasks() or list(range(self._n_tasks))) if self._has_init_states else None,
@@ -579,7 +580,7 @@ class EmbodiedTrainer(RunTrainer):
         if not len(demos):
             raise ConfigError(
                 f"none of the {demos.episodes} scripted demonstrations succeeded (demo_noise="
-                f"{config.demo_noise}, demo_horizon={config.demo_horizon or config.horizon}); lower "
+                f"{config.demo_noise}, demo_horizon={demo_horizon}); lower "
                 "demo_noise or raise demo_horizon"
             )
         with self.clocks["policy_update"].measure():
