@@ -86,8 +86,8 @@ class EmbodiedConfig(RunSettings):
         default=None,
         metadata=_help(
             "sft: step limit of a demonstration (none: horizon). Shorter cuts the expert off before some "
-            "demonstrations succeed, so fewer successes are cloned: an SFT start with room to improve, "
-            "while evaluation and RL keep horizon."
+            "demonstrations succeed, so fewer successes are cloned (a knob for a lower SFT start; no "
+            "recipe is measured yet); evaluation and RL keep horizon."
         ),
     )
     bc_epochs: int = field(default=200, metadata=_help("sft: behaviour-cloning epochs."))
