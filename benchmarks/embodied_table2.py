@@ -6,16 +6,16 @@ four RL runs from that SFT policy with the same trainer (``wmrl train --env ENV`
 ``grpo`` (sparse success on every episode), ``wm`` (progress only), ``wmrl`` (progress corrected by
 the anchor groups' success: isotonic Online Debiasing + inverse-variance anchor weight) and ``anchors``
 (success on the anchor groups alone: the equal-label baseline). The progress scorer is
-``--world-model`` (the trainer's names: ``sim-state``, the upper bound; ``approach``, the hackable one;
-``learned``; ``visual:PATH``). Every policy is evaluated deterministically (its mean action) on the
-same initial states, from its start (step 0: the SFT policy) to its end. Writes ``table.md`` /
-``table.json`` (success rate +- s.e. over seeds, real success labels used, simulator episodes, compute
-in CPU-seconds, diagnostics, the issue's targets marked met / NOT met; each run's change from its start,
-paired over the evaluation states; each pair of methods' per-seed difference, its spread over seeds
-and the seeds that difference needs to stand at 2 s.e.; the scorer's AUROC on the policy's own rollouts,
-OD's bias reduction and the anchor weight at every step), ``success_vs_step.png``, ``success_bar.png``,
-``success_vs_cost.png`` (success against simulator episodes and against real success labels) and
-``diagnostics_vs_step.png``.
+``--world-model`` (the trainer's names: ``sim-state``, the upper bound; ``approach`` and
+``approach-stale``, the hackable ones; ``learned``; ``visual:PATH``). Every policy is evaluated
+deterministically (its mean action) on the same initial states, from its start (step 0: the SFT policy)
+to its end. Writes ``table.md`` / ``table.json`` (success rate +- s.e. over seeds, real success labels
+used, simulator episodes, compute in CPU-seconds, diagnostics, the issue's targets marked met / NOT met;
+each run's change from its start, paired over the evaluation states; each pair of methods' per-seed
+difference, its spread over seeds and the seeds that difference needs to stand at 2 s.e.; the scorer's
+AUROC on the policy's own rollouts, OD's bias reduction and the anchor weight at every step),
+``success_vs_step.png``, ``success_bar.png``, ``success_vs_cost.png`` (success against simulator
+episodes and against real success labels) and ``diagnostics_vs_step.png``.
 
     nice -n 10 python benchmarks/embodied_table2.py                 # the committed Lift run
     python benchmarks/embodied_table2.py --env libero:libero_object/0   # the committed LIBERO run
@@ -128,7 +128,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--world-model",
         default="sim-state",
-        help="the RL runs' progress scorer: sim-state | approach | learned | visual:PATH",
+        help="the RL runs' progress scorer: sim-state | approach | approach-stale | learned | visual:PATH",
     )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)

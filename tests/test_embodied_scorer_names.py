@@ -1,10 +1,10 @@
 """The embodied track's ``--world-model`` names: each builds its scorer, and a real run scores with it.
 
-The names (``sim-state``, ``learned``, ``approach``, ``visual:PATH``) are built without a simulator; the
-runs use the real robosuite Lift simulator in the embodied stack's worker, at tiny sizes (2 groups of 2
-episodes, a few steps). The visual scorer of these runs is a real :class:`VisualProgressScorer` fitted
-on a handful of synthetic frames: the runs check that the trainer renders the scorer's camera at its
-size and scores every episode with it, not what it has learned.
+The names (``sim-state``, ``learned``, ``approach``, ``approach-stale``, ``visual:PATH``) are built
+without a simulator; the runs use the real robosuite Lift simulator in the embodied stack's worker, at
+tiny sizes (2 groups of 2 episodes, a few steps). The visual scorer of these runs is a real
+:class:`VisualProgressScorer` fitted on a handful of synthetic frames: the runs check that the trainer
+renders the scorer's camera at its size and scores every episode with it, not what it has learned.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer, build_progress_scorer, scorer_view
 
 from wmrl_algos.errors import CheckpointError, ConfigError
-from wmrl_envs.embodied.hackable import ApproachProgressScorer
+from wmrl_envs.embodied.hackable import ApproachProgressScorer, StaleApproachProgressScorer
 from wmrl_envs.embodied.learned import LearnedProgressScorer
 from wmrl_envs.embodied.progress import SimStateProgressScorer, progress_input
 from wmrl_envs.embodied.visual import VisualProgressConfig, VisualProgressScorer
@@ -50,20 +50,22 @@ def test_each_world_model_name_builds_its_scorer_and_only_visual_asks_for_a_came
     checkpoint = _visual_checkpoint(tmp_path / "visual.pt", image_size=32)
     built = {
         name: build_progress_scorer(EmbodiedConfig(world_model=name))
-        for name in ("sim-state", "learned", "approach", f"visual:{checkpoint}")
+        for name in ("sim-state", "learned", "approach", "approach-stale", f"visual:{checkpoint}")
     }
     assert [type(scorer) for scorer in built.values()] == [
         SimStateProgressScorer,
         LearnedProgressScorer,
         ApproachProgressScorer,
+        StaleApproachProgressScorer,
         VisualProgressScorer,
     ]
-    assert [scorer_view(scorer) for scorer in built.values()] == [None, None, None, ("agentview", 32)]
+    assert [scorer.name for scorer in built.values()][2:4] == ["approach", "approach-stale"]
+    assert [scorer_view(scorer) for scorer in built.values()] == [None, None, None, None, ("agentview", 32)]
 
 
 def test_the_help_of_world_model_lists_every_name():
     text = EmbodiedConfig.__dataclass_fields__["world_model"].metadata["help"]
-    for name in ("sim-state", "learned", "approach", "visual:PATH"):
+    for name in ("sim-state", "learned", "approach", "approach-stale", "visual:PATH"):
         assert name in text
 
 
@@ -109,9 +111,9 @@ def test_wmrl_train_refuses_a_missing_visual_checkpoint_naming_the_flag(tmp_path
 
 
 @_real_simulator
-@pytest.mark.parametrize("name", ["approach", "visual"])
+@pytest.mark.parametrize("name", ["approach", "approach-stale", "visual"])
 def test_a_short_real_run_scores_every_episode_with_the_named_scorer(tmp_path, name):
-    world_model = name if name == "approach" else f"visual:{_visual_checkpoint(tmp_path / 'visual.pt')}"
+    world_model = name if name != "visual" else f"visual:{_visual_checkpoint(tmp_path / 'visual.pt')}"
     trainer = EmbodiedTrainer(EmbodiedConfig(algo="wm", world_model=world_model, **TINY), tmp_path / "run")
     summary = trainer.run()
     final = summary["final"]

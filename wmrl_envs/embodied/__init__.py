@@ -19,7 +19,7 @@ from wmrl_envs.embodied.envs import (
     embodied_env_ids,
     register_embodied_envs,
 )
-from wmrl_envs.embodied.hackable import ApproachProgressScorer
+from wmrl_envs.embodied.hackable import ApproachProgressScorer, StaleApproachProgressScorer
 from wmrl_envs.embodied.progress import (
     ProgressCurve,
     ProgressInput,
@@ -53,6 +53,7 @@ __all__ = [
     "RenderingUnavailableError",
     "RobosuiteEnv",
     "SimStateProgressScorer",
+    "StaleApproachProgressScorer",
     "SimulatorError",
     "SimulatorProcess",
     "collapse_progress",

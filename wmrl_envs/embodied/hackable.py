@@ -1,4 +1,4 @@
-"""A deliberately hackable progress scorer: credit for approaching the object, grasped or not.
+"""Deliberately hackable progress scorers: credit for approaching the object, grasped or not.
 
 Why: reward models learned from demonstrations are known to latch onto a feature that comes *with*
 progress on the demonstrations instead of progress itself (reward hacking: Amodei et al. 2016, "Concrete
@@ -17,6 +17,14 @@ What it rewards wrongly:
 * a success scores *less* than a hover when the lift or the placement pulls the object away from where
   the gripper first met it (the reach term is distance to the object, measured as it moves);
 * it never reads the simulator's success, so nothing it says separates a solved task from a near miss.
+
+On Lift that is not hackable enough: the reach is measured to the object *as it moves*, a lift keeps
+the gripper on the cube, and a policy optimised against it learned to lift (measured: success rose
+from 0.34 to 0.82 over 24 steps, as much as with the anchors). :class:`StaleApproachProgressScorer` is
+the same reward with the object located once, in the first frame, as a shaping reward does when the
+detector is the expensive part and runs at reset only. Its goal is the spot where the object *was*: a
+hover there scores 1, and a lift, which carries the gripper up and away from that spot, scores less
+the higher it lifts. A policy optimised against it is pushed away from the task by construction.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import numpy as np
 
 from wmrl_envs.embodied.progress import ProgressCurve, ProgressInput
 
-__all__ = ["ApproachProgressScorer"]
+__all__ = ["ApproachProgressScorer", "StaleApproachProgressScorer"]
 
 
 @dataclass(frozen=True)
@@ -64,4 +72,45 @@ class ApproachProgressScorer:
                 curves.append(None)
                 continue
             curves.append(ProgressCurve(np.clip((reach * present).sum(axis=-1) / count, 0.0, 1.0)))
+        return curves
+
+
+@dataclass(frozen=True)
+class StaleApproachProgressScorer:
+    """Progress = how much of the gripper's initial distance to the object's *first-frame* position is closed.
+
+    Reads the gripper position (``proprio[:3]``) of every frame and the object's position in the first
+    frame only (``object_state[0, :3]``: Lift's cube, LIBERO's object to pick); the object's later
+    motion, the grasp and the simulator's success are never read. See the module for why it is hackable
+    where :class:`ApproachProgressScorer` is not.
+
+    Example:
+        >>> gripper = np.array([[0.0, 0.0, 0.3], [0.0, 0.0, 0.0], [0.0, 0.0, 0.15]])  # reach, then lift
+        >>> cube = np.zeros((3, 10)); cube[2, 2] = 0.15  # the cube rose with the gripper
+        >>> item = ProgressInput("lift", states={"proprio": gripper, "object_state": cube})
+        >>> StaleApproachProgressScorer().progress([item])[0].progress.tolist()
+        [0.0, 1.0, 0.5]
+    """
+
+    name: str = "approach-stale"
+
+    def progress(self, batch: Sequence[ProgressInput]) -> list[ProgressCurve | None]:
+        """Per-frame reach progress to where the object first was; ``None`` without the two state arrays."""
+        curves: list[ProgressCurve | None] = []
+        for item in batch:
+            proprio, objects = item.states.get("proprio"), item.states.get("object_state")
+            if proprio is None or objects is None or len(proprio) == 0 or np.shape(objects)[-1] < 3:
+                curves.append(None)
+                continue
+            gripper = np.asarray(proprio, dtype=np.float64)[:, :3]
+            spot = np.asarray(objects, dtype=np.float64)[0, :3]
+            distance = np.linalg.norm(gripper - spot, axis=-1)
+            if not np.isfinite(distance).all():
+                curves.append(None)
+                continue
+            initial = float(distance[0])
+            if initial < 1e-6:  # the gripper starts on the spot: nothing to close
+                curves.append(ProgressCurve((distance < 1e-3).astype(np.float64)))
+                continue
+            curves.append(ProgressCurve(np.clip(1.0 - distance / initial, 0.0, 1.0)))
         return curves

@@ -23,7 +23,7 @@ __all__ = ["EMBODIED_ALGOS", "WORLD_MODELS", "EmbodiedConfig"]
 EmbodiedAlgo = Literal["sft", "grpo", "anchors", "wm", "mix", "od", "ivd", "wmrl"]
 EMBODIED_ALGOS: tuple[str, ...] = ("sft", *ALGOS)
 """``sft`` (demonstrations + behaviour cloning) and the RL algorithms of :data:`ALGOS`."""
-WORLD_MODELS: tuple[str, ...] = ("sim-state", "learned", "approach")
+WORLD_MODELS: tuple[str, ...] = ("sim-state", "learned", "approach", "approach-stale")
 """The progress scorers named without a file; ``visual:PATH`` names a trained visual scorer's checkpoint."""
 
 
@@ -66,8 +66,10 @@ class EmbodiedConfig(RunSettings):
         metadata=_help(
             "Progress scorer: sim-state (privileged simulator state: the upper bound) | learned (an ensemble "
             "that learns from the anchor episodes during the run) | approach (deliberately hackable: credit "
-            "for reaching the object, grasped or not) | visual:PATH (a VisualProgressScorer checkpoint, "
-            "python -m wmrl_envs.embodied.visual --out PATH; the run renders its camera at its image size)."
+            "for reaching the object, grasped or not) | approach-stale (the same, to where the object was "
+            "in the first frame: a lift scores less than a hover) | visual:PATH (a VisualProgressScorer "
+            "checkpoint, python -m wmrl_envs.embodied.visual --out PATH; the run renders its camera at its "
+            "image size)."
         ),
     )
     collapse: str = field(default="potential", metadata=_help("Progress curve -> score: potential | max."))

@@ -108,7 +108,8 @@ def build_progress_scorer(config: EmbodiedConfig) -> Any:
 
     ``sim-state``: :class:`~wmrl_envs.embodied.progress.SimStateProgressScorer`; ``learned``:
     :class:`~wmrl_envs.embodied.learned.LearnedProgressScorer` (seeded by the run); ``approach``:
-    :class:`~wmrl_envs.embodied.hackable.ApproachProgressScorer`; ``visual:PATH``: the
+    :class:`~wmrl_envs.embodied.hackable.ApproachProgressScorer`; ``approach-stale``:
+    :class:`~wmrl_envs.embodied.hackable.StaleApproachProgressScorer`; ``visual:PATH``: the
     :class:`~wmrl_envs.embodied.visual.VisualProgressScorer` saved at ``PATH``.
 
     Raises:
@@ -138,6 +139,10 @@ def build_progress_scorer(config: EmbodiedConfig) -> Any:
         from wmrl_envs.embodied.hackable import ApproachProgressScorer
 
         return ApproachProgressScorer()
+    if config.world_model == "approach-stale":
+        from wmrl_envs.embodied.hackable import StaleApproachProgressScorer
+
+        return StaleApproachProgressScorer()
     return SimStateProgressScorer()
 
 
