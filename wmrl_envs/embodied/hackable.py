@@ -20,11 +20,13 @@ What it rewards wrongly:
 
 On Lift that is not hackable enough: the reach is measured to the object *as it moves*, a lift keeps
 the gripper on the cube, and a policy optimised against it learned to lift (measured: success rose
-from 0.34 to 0.82 over 24 steps, as much as with the anchors). :class:`StaleApproachProgressScorer` is
+from 0.34 to 0.82 over 24 steps, level with WMRL). :class:`StaleApproachProgressScorer` is
 the same reward with the object located once, in the first frame, as a shaping reward does when the
 detector is the expensive part and runs at reset only. Its goal is the spot where the object *was*: a
 hover there scores 1, and a lift, which carries the gripper up and away from that spot, scores less
-the higher it lifts. A policy optimised against it is pushed away from the task by construction.
+the higher it lifts. On Lift the margin is small, because an episode ends at success about 3 cm into
+the lift: on a real expert episode the hover scored 0.90 and the lift 0.87 (the long test). Whether a
+policy trained on it learns the hover is not measured yet.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wmrl_envs.embodied._worker import _closed_fraction
 from wmrl_envs.embodied.progress import ProgressCurve, ProgressInput
 
 __all__ = ["ApproachProgressScorer", "StaleApproachProgressScorer"]
@@ -108,9 +111,7 @@ class StaleApproachProgressScorer:
             if not np.isfinite(distance).all():
                 curves.append(None)
                 continue
-            initial = float(distance[0])
-            if initial < 1e-6:  # the gripper starts on the spot: nothing to close
-                curves.append(ProgressCurve((distance < 1e-3).astype(np.float64)))
-                continue
-            curves.append(ProgressCurve(np.clip(1.0 - distance / initial, 0.0, 1.0)))
+            # the worker's own reach measure (goal_features), with the initial spot held fixed
+            closed = [_closed_fraction(float(d), float(distance[0])) for d in distance]
+            curves.append(ProgressCurve(np.asarray(closed, dtype=np.float64)))
         return curves
