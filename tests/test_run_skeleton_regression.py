@@ -1,7 +1,8 @@
 """The shared run skeleton computes what the trainers computed before it was factored out.
 
 Why a recorded fixture: restructuring the two trainers (Kaggle and embodied) onto one step template must
-not change a single number a run learns from. ``tests/data/run_skeleton_regression.json`` holds, from
+not change a single number a run learns from (the float32 losses to a relative ``FLOAT32_REL_TOL``,
+the rest to 1e-9). ``tests/data/run_skeleton_regression.json`` holds, from
 the code before the restructuring, the learning metrics (:func:`learning_metrics`: timing and CPU-second
 keys left out, they are not deterministic) of short real runs of both tracks, and the correction
 settings every ``--algo`` resolves to with each track's defaults. ``tests/data/run_skeleton_before/``
@@ -101,27 +102,65 @@ def correction_settings() -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def _same(recorded: Any, now: Any, where: str) -> None:
+# float32 training numerics (the policy's losses, its gradient norm) are compared to a relative 1e-3, the
+# rest (rewards, counts, correction weights: float64 or discrete) to 1e-9. Why: the same code on the same
+# pinned torch (2.13.0) reproduced the recorded losses to 1e-9 until 2026-12-02 and then, on a fresh
+# install (here and in CI alike), gave them up to 1.6e-4 relative off (approx_kl 0.0385757 recorded,
+# 0.0385818 now) with every reward, count and weight still equal: kernels below the pins moved. A change of
+# the skeleton that alters what a step learns moves the rewards and weights, or the losses by far more.
+FLOAT32_KEYS = ("losses/",)
+FLOAT32_REL_TOL = 1e-3
+
+
+def _close(recorded: float, now: float, where: str) -> bool:
+    if math.isnan(recorded) or math.isnan(now):
+        return math.isnan(recorded) and math.isnan(now)
+    key = where.rsplit("]", 1)[-1].lstrip("/")
+    if key.startswith(FLOAT32_KEYS):
+        return math.isclose(recorded, now, rel_tol=FLOAT32_REL_TOL, abs_tol=1e-9)
+    return abs(recorded - now) <= 1e-9
+
+
+def _differences(recorded: Any, now: Any, where: str) -> list[str]:
+    """Every place where ``now`` differs from ``recorded``, so one failure reports them all."""
     if isinstance(recorded, dict):
-        assert isinstance(now, dict) and sorted(recorded) == sorted(now), (
-            f"{where}: keys {sorted(recorded)} before, {sorted(now) if isinstance(now, dict) else now} now"
-        )
-        for key in recorded:
-            _same(recorded[key], now[key], f"{where}/{key}")
-    elif isinstance(recorded, list):
-        assert isinstance(now, list) and len(recorded) == len(now), f"{where}: {recorded} before, {now} now"
-        for index, (old, new) in enumerate(zip(recorded, now, strict=True)):
-            _same(old, new, f"{where}[{index}]")
-    elif isinstance(recorded, float) and isinstance(now, (int, float)):
-        assert (math.isnan(recorded) and math.isnan(now)) or abs(recorded - now) <= 1e-9, (
-            f"{where}: {recorded!r} before, {now!r} now"
-        )
+        if not isinstance(now, dict) or sorted(recorded) != sorted(now):
+            keys_now = sorted(now) if isinstance(now, dict) else now
+            return [f"{where}: keys {sorted(recorded)} before, {keys_now} now"]
+        return [line for key in recorded for line in _differences(recorded[key], now[key], f"{where}/{key}")]
+    if isinstance(recorded, list):
+        if not isinstance(now, list) or len(recorded) != len(now):
+            return [f"{where}: {recorded} before, {now} now"]
+        return [
+            line
+            for index, (old, new) in enumerate(zip(recorded, now, strict=True))
+            for line in _differences(old, new, f"{where}[{index}]")
+        ]
+    if isinstance(recorded, float) and isinstance(now, (int, float)) and not isinstance(now, bool):
+        same = _close(recorded, float(now), where)
     else:
-        assert recorded == now, f"{where}: {recorded!r} before, {now!r} now"
+        same = recorded == now
+    return [] if same else [f"{where}: {recorded!r} before, {now!r} now"]
+
+
+def _same(recorded: Any, now: Any, where: str) -> None:
+    differences = _differences(recorded, now, where)
+    assert not differences, f"{len(differences)} differences:\n" + "\n".join(differences)
 
 
 def _recorded() -> dict[str, Any]:
     return json.loads(FIXTURE.read_text())
+
+
+def test_the_comparison_lets_float32_losses_drift_by_kernel_noise_and_nothing_else():
+    line = {"losses/approx_kl": 0.0385757, "reward/real_mean": 0.8235294117647058, "wmrl/anchor_groups": 2.0}
+    drifted = {**line, "losses/approx_kl": 0.0385818}  # the drift measured on 2026-12-04
+    assert _differences([line], [drifted], "run") == []
+    changes = (("losses/approx_kl", 0.0390), ("reward/real_mean", 0.82352941), ("wmrl/anchor_groups", 3.0))
+    for key, value in changes:
+        expected = [f"run[0]/{key}: {line[key]!r} before, {value!r} now"]
+        assert _differences([line], [{**line, key: value}], "run") == expected
+    assert len(_differences([line, line], [line], "run")) == 1
 
 
 def test_every_algorithm_resolves_to_the_recorded_correction_settings():
