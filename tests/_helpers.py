@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from wmrl_algos.errors import MissingDependencyError
+
+T = TypeVar("T")
 
 # The group shape of the tiny ``wmrl train`` runs: two groups of two, one turn, half of them anchors.
 TINY_GROUP_ARGS = ("--groups", "2", "--group-size", "2", "--max-turns", "1", "--anchor-fraction", "0.5")
@@ -29,6 +33,18 @@ def embodied_marks(*marks: pytest.MarkDecorator) -> list[pytest.MarkDecorator]:
         *marks,
         pytest.mark.skipif(bool(missing), reason=f"embodied stack not built: {missing}"),
     ]
+
+
+def on_the_simulator(*marks: pytest.MarkDecorator) -> Callable[[T], T]:
+    """A decorator marking a test that runs a real simulator worker: ``embodied_marks(*marks)`` applied to it,
+    so it is skipped, with the reason, where the embodied stack is not built."""
+
+    def mark_test(test: T) -> T:
+        for mark in embodied_marks(*marks):
+            test = mark(test)
+        return test
+
+    return mark_test
 
 
 def run_wmrl(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -12,25 +12,17 @@ alone takes about a minute on two loaded cores.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _helpers import embodied_marks
+from _helpers import on_the_simulator
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied.policies import SOLVED_TASKS, ScriptedPickPlacePolicy, scripted_expert
 
 TABLE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "embodied_experts" / "table.json"
-
-
-def _on_the_simulator(test: Callable[..., Any]) -> Callable[..., Any]:
-    """The marks of a test that runs LIBERO episodes: embodied, long, skipped without the stack."""
-    for mark in embodied_marks(pytest.mark.long):
-        test = mark(test)
-    return test
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +46,7 @@ def _expert_episode(
     return info, reward, terminated, steps
 
 
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long)
 def test_scripted_pick_place_puts_the_alphabet_soup_in_the_basket(libero_object) -> None:
     info, reward, terminated, steps = _expert_episode(libero_object, task=0, init_index=0, limit=280)
     assert "alphabet soup" in info["instruction"]
@@ -62,7 +54,7 @@ def test_scripted_pick_place_puts_the_alphabet_soup_in_the_basket(libero_object)
     assert steps < 250, "the waypoints reach the basket inside libero_object's 280-step limit"
 
 
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long)
 def test_the_height_aware_grasp_puts_the_tall_milk_carton_in_the_basket(libero_object) -> None:
     # The milk (task 7) is taller than the fingers are long: the old grasp at its origin stalled on top.
     info, reward, terminated, steps = _expert_episode(libero_object, task=7, init_index=0, limit=280)
@@ -70,7 +62,7 @@ def test_the_height_aware_grasp_puts_the_tall_milk_carton_in_the_basket(libero_o
     assert terminated and info["success"] and reward == 1.0, f"not in the basket after {steps} steps"
 
 
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long)
 def test_demonstrations_keep_only_the_successful_episodes(libero_object) -> None:
     from wmrl_envs.embodied.demos import collect_demonstrations
 
@@ -87,7 +79,7 @@ def test_demonstrations_keep_only_the_successful_episodes(libero_object) -> None
     assert cut.episodes == 1 and cut.successes == 0 and len(cut) == 0 and cut.steps == 20
 
 
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long)
 def test_demonstrations_refuse_an_empty_task_list(libero_object) -> None:
     from wmrl_envs.embodied.demos import collect_demonstrations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _helpers import embodied_marks
+from _helpers import on_the_simulator
 
 from wmrl_envs.embodied.hackable import ApproachProgressScorer, StaleApproachProgressScorer
 from wmrl_envs.embodied.progress import (
@@ -94,14 +94,7 @@ def test_a_gripper_that_starts_on_the_spot_scores_one_only_while_it_stays() -> N
     assert curve.progress.tolist() == [1.0, 1.0, 0.0]
 
 
-def _on_the_simulator(test):
-    """Marks a test long, slow and embodied (skipped with the reason when the stack is not built)."""
-    for mark in embodied_marks(pytest.mark.long, pytest.mark.slow):
-        test = mark(test)
-    return test
-
-
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long, pytest.mark.slow)
 def test_on_real_lift_the_stale_scorer_prefers_a_hover_to_the_expert_lift_and_sim_state_does_not() -> None:
     from wmrl_envs.embodied import RobosuiteEnv
     from wmrl_envs.embodied.policies import ScriptedLiftPolicy

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _helpers import embodied_marks
+from _helpers import on_the_simulator
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer, build_progress_scorer, scorer_view
 
@@ -24,14 +24,6 @@ from wmrl_envs.embodied.hackable import ApproachProgressScorer, StaleApproachPro
 from wmrl_envs.embodied.learned import LearnedProgressScorer
 from wmrl_envs.embodied.progress import SimStateProgressScorer, progress_input
 from wmrl_envs.embodied.visual import VisualProgressConfig, VisualProgressScorer
-
-
-def _real_simulator(test):
-    """Mark ``test`` embodied, long and slow (a real simulator worker; skipped without the stack)."""
-    for mark in embodied_marks(pytest.mark.long, pytest.mark.slow):
-        test = mark(test)
-    return test
-
 
 TINY = dict(steps=1, groups=2, group_size=2, horizon=4, eval_samples=0, workers=1, progress=False)
 
@@ -110,7 +102,7 @@ def test_wmrl_train_refuses_a_missing_visual_checkpoint_naming_the_flag(tmp_path
     assert not (tmp_path / "run").exists()
 
 
-@_real_simulator
+@on_the_simulator(pytest.mark.long, pytest.mark.slow)
 @pytest.mark.parametrize("name", ["approach", "approach-stale", "visual"])
 def test_a_short_real_run_scores_every_episode_with_the_named_scorer(tmp_path, name):
     world_model = name if name != "visual" else f"visual:{_visual_checkpoint(tmp_path / 'visual.pt')}"
@@ -128,7 +120,7 @@ def test_a_short_real_run_scores_every_episode_with_the_named_scorer(tmp_path, n
         assert images == set(), "a state scorer renders nothing"
 
 
-@_real_simulator
+@on_the_simulator(pytest.mark.long, pytest.mark.slow)
 def test_a_visual_checkpoint_of_another_size_than_the_env_renders_is_refused_naming_both(tmp_path):
     from wmrl_envs.embodied import RobosuiteEnv
 

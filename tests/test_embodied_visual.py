@@ -9,13 +9,12 @@ the embodied stack's simulator worker and trains on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from _helpers import embodied_marks
+from _helpers import on_the_simulator
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.embodied.hackable import ApproachProgressScorer
@@ -186,14 +185,7 @@ def test_the_approach_scorer_is_unknown_without_goal_features() -> None:
     assert ApproachProgressScorer().progress([item]) == [None]
 
 
-def _on_the_simulator(test: Callable[[], None]) -> Callable[[], None]:
-    """Marks a test long, slow and embodied (skipped with the reason when the stack is not built)."""
-    for mark in embodied_marks(pytest.mark.long, pytest.mark.slow):
-        test = mark(test)
-    return test
-
-
-@_on_the_simulator
+@on_the_simulator(pytest.mark.long, pytest.mark.slow)
 def test_a_visual_scorer_trained_on_rendered_lift_demos_ranks_a_success_above_a_failure() -> None:
     from wmrl_envs.embodied.envs import RobosuiteEnv
     from wmrl_envs.embodied.policies import ScriptedLiftPolicy
