@@ -157,6 +157,46 @@ def test_visual_config_rejects_invalid_values(kwargs: dict) -> None:
         VisualProgressConfig(**kwargs)
 
 
+@pytest.mark.parametrize(("device", "says"), [("mps", "runs on 'cpu' or 'cuda'"), ("cuda:x", "torch device")])
+def test_a_device_the_scorer_cannot_run_on_is_refused_naming_it(device: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=f"device={device!r}.*{says}"):
+        VisualProgressConfig(device=device)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_asking_for_a_gpu_on_a_machine_without_one_is_refused_before_training() -> None:
+    with pytest.raises(ConfigError, match="torch sees no CUDA GPU here; pass device='cpu'"):
+        VisualProgressConfig(device="cuda")
+
+
+def test_a_checkpoint_records_no_device_so_one_trained_elsewhere_loads_on_the_cpu(
+    tmp_path: Path, scorer: VisualProgressScorer
+) -> None:
+    path = scorer.save(tmp_path / "visual.pt")
+    saved = torch.load(path, weights_only=True)
+    assert "device" not in saved["config"]
+    saved["config"]["device"] = "cuda:7"  # what an older writer on a GPU machine could have recorded
+    torch.save(saved, tmp_path / "from_gpu.pt")
+    loaded = VisualProgressScorer.load(tmp_path / "from_gpu.pt", device="cpu")
+    assert loaded.config.device == "cpu"
+    item = progress_input(_trajectory(True))
+    np.testing.assert_array_equal(loaded.progress([item])[0].progress, scorer.progress([item])[0].progress)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this machine has none")
+def test_a_scorer_trained_on_the_gpu_scores_like_itself_on_the_cpu_after_a_round_trip(tmp_path: Path) -> None:
+    gpu = VisualProgressScorer(VisualProgressConfig(**{**CONFIG.__dict__, "device": "cuda"}))
+    gpu.fit([progress_input(_trajectory(lifted)) for lifted in (True, False)], [True, False])
+    assert next(gpu._network.parameters()).device.type == "cuda"
+    cpu = VisualProgressScorer.load(gpu.save(tmp_path / "visual.pt"))
+    assert cpu.config.device == "cpu"
+    items = [progress_input(_trajectory(lifted)) for lifted in (True, False)]
+    on_gpu, on_cpu = gpu.progress(items), cpu.progress(items)
+    for a, b in zip(on_gpu, on_cpu, strict=True):
+        np.testing.assert_allclose(a.progress, b.progress, atol=1e-4)
+    assert on_cpu[0].progress[-1] > on_cpu[1].progress[-1] + 0.5  # it learned the lift, on either device
+
+
 def _reaching(place: list[float], satisfied_at_end: bool) -> list[dict]:
     """Lift observations whose gripper reaches the cube by frame 2; ``place`` is how far the cube rose."""
     observations = []

@@ -28,7 +28,7 @@ import math
 import pickle
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,9 @@ VISUAL_CHECKPOINT_FORMAT = "wmrl-visual-progress-1"
 _ARCHITECTURE = ("camera", "image_size", "width", "hidden")
 """The config fields a checkpoint's weights depend on (the rest only say how it was trained)."""
 
+_NOT_SAVED = ("device",)
+"""Config fields that say where the scorer runs, not what it is: one trained on a GPU loads on a CPU."""
+
 
 @dataclass(frozen=True)
 class VisualProgressConfig:
@@ -83,6 +86,10 @@ class VisualProgressConfig:
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     batch_size: int = field(default=64, metadata={"help": "frames per gradient step"})
     seed: int = field(default=0, metadata={"help": "seeds initialisation and batching"})
+    device: str = field(
+        default="cpu",
+        metadata={"help": "torch device it trains and scores on (cuda on a GPU); not saved in a checkpoint"},
+    )
 
     def __post_init__(self) -> None:
         if self.camera not in IMAGE_KEYS:
@@ -96,10 +103,27 @@ class VisualProgressConfig:
             raise ConfigError(f"learning_rate={rate!r}; pass a positive float (e.g. 1e-3)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ConfigError(f"seed={self.seed!r}; pass an int")
+        _check_device(self.device)
 
     def architecture(self) -> dict[str, Any]:
         """The fields the weights depend on: camera, image size, widths."""
         return {name: getattr(self, name) for name in _ARCHITECTURE}
+
+
+def _check_device(device: object) -> None:
+    """Refuse a device torch cannot name or this machine does not have, before any training starts."""
+    try:
+        parsed = torch.device(device)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device={device!r}; pass a torch device such as 'cpu' or 'cuda'") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r}, but torch sees no CUDA GPU here; pass device='cpu'")
+    if parsed.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device={device!r}; the visual scorer runs on 'cpu' or 'cuda'")
+
+
+def _cpu_copy(weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value.detach().cpu().clone() for key, value in weights.items()}
 
 
 def progress_targets(length: int, success: bool) -> np.ndarray:
@@ -119,7 +143,8 @@ def _network(config: VisualProgressConfig) -> nn.Sequential:
     width = config.width
     with torch.random.fork_rng(devices=[]):  # seeded initialisation, leaving the caller's generator alone
         torch.manual_seed(config.seed)
-        return _layers(width, config.hidden)
+        # Initialised on the CPU, then moved: the same initial weights on any device.
+        return _layers(width, config.hidden).to(config.device)
 
 
 def _layers(width: int, hidden: int) -> nn.Sequential:
@@ -228,12 +253,13 @@ class VisualProgressScorer:
             )
         started = time.perf_counter()
         config = self.config
-        images = torch.cat([self._tensor(self._frames(item)) for item in batch])
+        device = torch.device(config.device)
+        images = torch.cat([self._tensor(self._frames(item)) for item in batch]).to(device)
         targets = torch.from_numpy(
             np.concatenate(
                 [progress_targets(item.length, bool(s)) for item, s in zip(batch, successes, strict=True)]
             ).astype(np.float32)
-        )
+        ).to(device)
         self._network = _network(config)
         optimiser = torch.optim.Adam(self._network.parameters(), lr=config.learning_rate)
         loss_fn = nn.BCEWithLogitsLoss()
@@ -244,7 +270,7 @@ class VisualProgressScorer:
             order = torch.randperm(len(targets), generator=generator)
             total = 0.0
             for start in range(0, len(order), config.batch_size):
-                index = order[start : start + config.batch_size]
+                index = order[start : start + config.batch_size].to(device)
                 loss = loss_fn(self._network(images[index]).squeeze(-1), targets[index])
                 optimiser.zero_grad()
                 loss.backward()
@@ -271,8 +297,9 @@ class VisualProgressScorer:
         curves: list[ProgressCurve | None] = []
         with torch.no_grad():
             for item in batch:
-                logits = self._network(self._tensor(self._frames(item))).squeeze(-1)
-                curves.append(ProgressCurve(torch.sigmoid(logits).numpy().astype(np.float64)))
+                frames = self._tensor(self._frames(item)).to(self.config.device)
+                progress = torch.sigmoid(self._network(frames).squeeze(-1)).cpu()
+                curves.append(ProgressCurve(progress.numpy().astype(np.float64)))
         return curves
 
     # Checkpoints --------------------------------------------------------------------------------------
@@ -280,9 +307,9 @@ class VisualProgressScorer:
         """The model as plain data: format, config, whether trained, and the weights (tensors)."""
         return {
             "format": VISUAL_CHECKPOINT_FORMAT,
-            "config": asdict(self.config),
+            "config": {k: v for k, v in asdict(self.config).items() if k not in _NOT_SAVED},
             "fitted": self._fitted,
-            "weights": {key: value.detach().clone() for key, value in self._network.state_dict().items()},
+            "weights": _cpu_copy(self._network.state_dict()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -339,12 +366,16 @@ class VisualProgressScorer:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, config: VisualProgressConfig | None = None) -> VisualProgressScorer:
+    def load(
+        cls, path: str | Path, config: VisualProgressConfig | None = None, *, device: str | None = None
+    ) -> VisualProgressScorer:
         """Read a scorer that :meth:`save` wrote, with ``torch.load(weights_only=True)``.
 
         Args:
             path: the checkpoint file.
             config: the scorer the caller expects (camera, image size...); ``None``: the checkpoint's own.
+            device: where to score (``None``: ``config``'s device, or the CPU); a checkpoint records none,
+                so one trained on a GPU loads on a CPU.
 
         Raises:
             CheckpointError: the file is missing, torn, holds code or other objects, or was trained for
@@ -363,9 +394,14 @@ class VisualProgressScorer:
         if config is None:
             saved = state.get("config") if isinstance(state, dict) else None
             try:
-                config = VisualProgressConfig(**saved) if isinstance(saved, dict) else VisualProgressConfig()
+                if isinstance(saved, dict):
+                    config = VisualProgressConfig(**{k: v for k, v in saved.items() if k not in _NOT_SAVED})
+                else:
+                    config = VisualProgressConfig()
             except (TypeError, ConfigError) as error:
                 raise CheckpointError(f"{path} holds an invalid scorer config {saved!r} ({error})") from error
+        if device is not None:
+            config = replace(config, device=device)
         scorer = cls(config)
         try:
             scorer.load_state_dict(state)
