@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,29 +26,24 @@ from typing import Any
 
 import numpy as np
 import torch
+from embodied_table2 import _seed_dirs
 from tqdm import tqdm
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
-from wmrl_adapters.train.embodied.policy import build_embodied_policy
-from wmrl_adapters.train.embodied.trainer import EVAL_SEED, POLICY_FILE, _action
+from wmrl_adapters.train.embodied.trainer import EVAL_SEED, POLICY_FILE, embodied_policy, play_episode
+from wmrl_adapters.train.run.measure import mean_se
 from wmrl_adapters.train.run.state_io import load_state
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied.envs import RobosuiteEnv
+from wmrl_envs.embodied.outcomes import outcome_success
 
 MODES = ("mean", "sampled")
 
 
 def run_dirs(runs: Path, method: str) -> list[Path]:
     """``method``'s run directories that hold a policy, in seed order."""
-
-    def seed(path: Path) -> int:
-        tail = path.name[len(method) + 2 :]
-        return int(tail) if tail.isdigit() else sys.maxsize
-
-    found = [
-        p for p in runs.glob(f"{method}-s*") if (p / POLICY_FILE).is_file() and (p / "config.json").is_file()
-    ]
-    return sorted(found, key=seed)
+    found = _seed_dirs(runs, method)
+    return [p for p in found if (p / POLICY_FILE).is_file() and (p / "config.json").is_file()]
 
 
 def evaluate(run_dir: Path) -> dict[str, Any]:
@@ -59,32 +53,21 @@ def evaluate(run_dir: Path) -> dict[str, Any]:
     if config.kind != "robosuite":
         raise ConfigError(f"{run_dir}: env {config.env!r}; this benchmark evaluates robosuite runs")
     env = RobosuiteEnv(config.name, cameras=(), object_states=True)
-    space = env.observation_space
-    inputs = {
-        key: int(np.prod(space[key].shape)) for key in ("proprio", "object_state") if key in space.spaces
-    }
-    policy = build_embodied_policy(
-        config.policy, inputs, seed=config.seed, init_std=config.init_std, hidden=config.hidden
-    )
-    policy.load_state_dict(load_state(run_dir / POLICY_FILE, if_older="re-make the run with this wmrl"))
     outcomes: dict[str, list[bool | None]] = {mode: [] for mode in MODES}
     try:
+        policy = embodied_policy(config, env.observation_space)
+        policy.load_state_dict(load_state(run_dir / POLICY_FILE, if_older="re-make the run with this wmrl"))
         for index in range(config.eval_samples):
             for mode in MODES:
                 generator = (
                     None if mode == "mean" else torch.Generator().manual_seed(config.seed * 10_000 + index)
                 )
-                obs, info = env.reset(seed=EVAL_SEED + index, options={})
-                for _ in range(config.horizon):
-                    obs, _, terminated, truncated, info = env.step(_action(policy, obs, generator))
-                    if terminated or truncated:
-                        break
-                known = info.get("sim_error") is None
-                outcomes[mode].append(bool(info.get("success")) if known else None)
+                outcome, _ = play_episode(env, policy, (EVAL_SEED + index, {}), config.horizon, generator)
+                outcomes[mode].append(outcome_success(outcome))
     finally:
         env.close()
     pairs = [(m, s) for m, s in zip(outcomes["mean"], outcomes["sampled"], strict=True) if None not in (m, s)]
-    gaps = np.array([float(s) - float(m) for m, s in pairs])
+    gap, gap_se, _ = mean_se([float(s) - float(m) for m, s in pairs])
     summary_path = run_dir / "summary.json"
     recorded = json.loads(summary_path.read_text()).get("eval", {}) if summary_path.is_file() else {}
     return {
@@ -92,10 +75,10 @@ def evaluate(run_dir: Path) -> dict[str, Any]:
         "seed": config.seed,
         "states": config.eval_samples,
         "paired": len(pairs),
-        "mean": float(np.mean([m for m, _ in pairs])) if pairs else None,
-        "sampled": float(np.mean([s for _, s in pairs])) if pairs else None,
-        "gap": float(gaps.mean()) if len(gaps) else None,
-        "gap_se": float(gaps.std(ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else None,
+        "mean": mean_se([float(m) for m, _ in pairs])[0],
+        "sampled": mean_se([float(s) for _, s in pairs])[0],
+        "gap": gap,
+        "gap_se": gap_se,
         # The run's own evaluation (mean action, same states): equal to "mean" if this one reproduces it.
         "recorded_mean": recorded.get("eval/success_rate"),
         "outcomes": outcomes,
@@ -106,11 +89,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     """Over seeds: each mode's mean success and the gap, ± s.e. over seeds."""
     result: dict[str, float | None] = {"seeds": float(len(rows))}
     for name in ("mean", "sampled", "gap"):
-        values = [r[name] for r in rows if r[name] is not None]
-        result[name] = float(np.mean(values)) if values else None
-        result[f"{name}_se"] = (
-            float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
-        )
+        result[name], result[f"{name}_se"], _ = mean_se([r[name] for r in rows])
     return result
 
 

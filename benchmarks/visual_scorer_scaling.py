@@ -49,6 +49,7 @@ import numpy as np
 from embodied_fidelity import Args as FidelityArgs
 from embodied_fidelity import policy_rollouts, sft_policy, within_group_rank_correlation
 from tqdm import tqdm
+from wmrl_adapters.train.run.measure import mean_se
 
 from wmrl_algos.errors import ConfigError
 from wmrl_envs.embodied.fidelity import Episode, auroc
@@ -58,7 +59,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "visual_scorer_scaling"
 CAMERA = "agentview_image"
 SPLITS = ("fit", "held_out", "policy")
 DEMO_POLICIES = ("expert", "noisy-expert", "random")
-REFERENCE_SCORERS = ("sim-state", "approach", "approach-stale")
 COMMITTED = {"demos": 4, "width": 16, "epochs": 30}
 """The scorer every embodied run used (``python -m wmrl_envs.embodied.visual`` defaults)."""
 POTENTIAL_K = 4
@@ -109,12 +109,7 @@ def _render(args: argparse.Namespace) -> Path:
     for split in SPLITS:
         for episode, group in sets[split]:
             item = progress_input(list(episode.observations))
-            scores = {}
-            for scorer in references:
-                [curve] = scorer.progress([item])
-                scores[scorer.name] = (
-                    None if curve is None else collapse_progress(curve.progress, "potential", POTENTIAL_K)
-                )
+            scores = {scorer.name: _scores(scorer.progress([item]))[0] for scorer in references}
             frames = np.stack([obs[CAMERA] for obs in episode.observations]).astype(np.uint8)
             records.append(EpisodeRecord(split, frames, episode.success, episode.policy, group, scores))
     meta = {
@@ -186,23 +181,24 @@ def load_frames(path: Path) -> tuple[dict[str, FrameSet], dict[str, Any]]:
     needed = {"frames", "start", "length", "success", "split", "label", "group", "meta"}
     if not needed <= set(data.files):
         raise ConfigError(f"{path} lacks {sorted(needed - set(data.files))}; write it with `render`")
-    frames = data["frames"]
+    columns = {key: data[key] for key in data.files}  # an NpzFile decompresses on every access: once each
+    frames = columns["frames"]
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[1] != frames.shape[2]:
         raise ConfigError(f"{path}: frames of shape {frames.shape}, expected (N, S, S, 3)")
-    meta = json.loads(str(data["meta"]))
-    references = [key for key in data.files if key.startswith("ref:")]
+    meta = json.loads(str(columns["meta"]))
+    references = [key for key in columns if key.startswith("ref:")]
     sets: dict[str, dict[str, list[Any]]] = {split: {} for split in SPLITS}
-    for index in range(len(data["start"])):
-        start, length = int(data["start"][index]), int(data["length"][index])
-        split = SPLITS[int(data["split"][index])]
+    for index in range(len(columns["start"])):
+        start, length = int(columns["start"][index]), int(columns["length"][index])
+        split = SPLITS[int(columns["split"][index])]
         observations = [{"instruction": "lift", CAMERA: frame} for frame in frames[start : start + length]]
         entry = sets[split]
         entry.setdefault("items", []).append(progress_input(observations))
-        entry.setdefault("successes", []).append(bool(data["success"][index]))
-        entry.setdefault("labels", []).append(str(data["label"][index]))
-        entry.setdefault("groups", []).append(int(data["group"][index]))
+        entry.setdefault("successes", []).append(bool(columns["success"][index]))
+        entry.setdefault("labels", []).append(str(columns["label"][index]))
+        entry.setdefault("groups", []).append(int(columns["group"][index]))
         for key in references:
-            value = float(data[key][index])
+            value = float(columns[key][index])
             entry.setdefault(key, []).append(None if math.isnan(value) else value)
     result = {}
     for split, entry in sets.items():
@@ -289,14 +285,6 @@ def fit_one(
     }
 
 
-def _mean_se(values: Sequence[float | None]) -> tuple[float | None, float | None]:
-    known = [v for v in values if v is not None]
-    if not known:
-        return None, None
-    mean = float(np.mean(known))
-    return mean, (float(np.std(known, ddof=1) / math.sqrt(len(known))) if len(known) > 1 else None)
-
-
 def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per grid point: mean ± s.e. over training seeds of each measure."""
     rows = []
@@ -305,7 +293,7 @@ def summarise(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row: dict[str, Any] = dict(zip(("demos", "width", "epochs"), key, strict=True))
         row |= {"seeds": len(same), "fit_frames": same[0]["fit_frames"]}
         for name in MEASURES:
-            row[name], row[f"{name}_se"] = _mean_se([r[name] for r in same])
+            row[name], row[f"{name}_se"], _ = mean_se([r[name] for r in same])
         row["committed"] = key == (COMMITTED["demos"], COMMITTED["width"], COMMITTED["epochs"])
         rows.append(row)
     return rows
@@ -457,10 +445,11 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     log = args.out / "runs.jsonl"
     done = _read_runs(log)
     done = [run for run in done if run.get("device") == args.device]
-    finished = {(r["demos"], r["width"], r["epochs"], r["seed"]) for r in done}
-    wanted = set(_grid(args))
-    grid = [] if args.table_only else [point for point in _grid(args) if point not in finished]
-    runs = [r for r in done if args.table_only or (r["demos"], r["width"], r["epochs"], r["seed"]) in wanted]
+    finished = {_point(r) for r in done}
+    points = _grid(args)
+    wanted = set(points)
+    grid = [] if args.table_only else [point for point in points if point not in finished]
+    runs = [r for r in done if args.table_only or _point(r) in wanted]
     if not runs and not grid:
         raise ConfigError(f"{log} holds no fits on {args.device}; run the grid first (without --table-only)")
     with log.open("a") as handle:
@@ -493,6 +482,10 @@ def _read_runs(log: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             print(f"warning: {log}: dropped a torn line ({line[:60]!r}); its fit runs again", file=sys.stderr)
     return runs
+
+
+def _point(run: dict[str, Any]) -> tuple[int, int, int, int]:
+    return run["demos"], run["width"], run["epochs"], run["seed"]
 
 
 def _grid(args: argparse.Namespace) -> list[tuple[int, int, int, int]]:

@@ -89,7 +89,9 @@ __all__ = [
     "RolloutPolicy",
     "SimulatorCpu",
     "build_progress_scorer",
+    "embodied_policy",
     "make_embodied_env",
+    "play_episode",
     "scorer_view",
 ]
 
@@ -194,6 +196,36 @@ def _action(policy: Any, obs: Mapping[str, Any], generator: torch.Generator | No
             return mean[0].numpy().astype(np.float32)
         noise = torch.randn(mean.shape, generator=generator)
         return (mean + base.stddev * noise)[0].numpy().astype(np.float32)
+
+
+def embodied_policy(config: EmbodiedConfig, space: gym.spaces.Dict) -> torch.nn.Module:
+    """``config``'s policy, sized for the env's observation space (its proprio and object-state keys)."""
+    keys = [key for key in ("proprio", "object_state") if key in space.spaces]
+    inputs = {key: int(np.prod(space[key].shape)) for key in keys}
+    return build_embodied_policy(
+        config.policy, inputs, seed=config.seed, init_std=config.init_std, hidden=config.hidden
+    )
+
+
+def play_episode(
+    env: Any,
+    policy: Any,
+    start: tuple[int, Mapping[str, Any]],
+    horizon: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Outcome, int]:
+    """One episode of ``policy`` from ``start`` (reset seed, options), at most ``horizon`` steps: its
+    outcome and step count. The mean action unless ``generator`` is given (then a sample, see
+    :func:`_action`)."""
+    reset_seed, options = start
+    obs, info = env.reset(seed=reset_seed, options=dict(options))
+    steps = 0
+    while steps < horizon:
+        obs, _, terminated, truncated, info = env.step(_action(policy, obs, generator))
+        steps += 1
+        if terminated or truncated:
+            break
+    return episode_outcome(info), steps
 
 
 class RolloutPolicy:
@@ -348,13 +380,7 @@ class EmbodiedTrainer(RunTrainer):
             raise
         self._n_tasks = int(getattr(probe.unwrapped, "n_tasks", 1))
         self._has_init_states = config.kind == "libero"
-        space = probe.observation_space
-        inputs = {
-            key: int(np.prod(space[key].shape)) for key in ("proprio", "object_state") if key in space.spaces
-        }
-        self.policy = build_embodied_policy(
-            config.policy, inputs, seed=config.seed, init_std=config.init_std, hidden=config.hidden
-        )
+        self.policy = embodied_policy(config, probe.observation_space)
         if config.init:
             self._load_init(Path(config.init))
         self.optimizer = torch.optim.Adam(list(self.policy.parameters()), lr=config.learning_rate)
@@ -680,17 +706,7 @@ class EmbodiedTrainer(RunTrainer):
         self, env: EpisodeOutcomes, starts: Sequence[tuple[int, dict[str, Any]]]
     ) -> list[tuple[Outcome, int]]:
         """Run the mean policy from each start on ``env``: each episode's outcome and step count."""
-        episodes = []
-        for reset_seed, options in starts:
-            obs, info = env.reset(seed=reset_seed, options=dict(options))
-            steps = 0
-            while steps < self.config.horizon:
-                obs, _, terminated, truncated, info = env.step(_action(self.policy, obs, None))
-                steps += 1
-                if terminated or truncated:
-                    break
-            episodes.append((episode_outcome(info), steps))
-        return episodes
+        return [play_episode(env, self.policy, start, self.config.horizon) for start in starts]
 
     # ------------------------------------------------------------------------- run-directory hooks
     def _compute_metrics(self) -> dict[str, float]:
