@@ -42,7 +42,8 @@ from wmrl_algos.errors import ConfigError
 __all__ = ["Args", "expert_table", "main", "parse_args", "sft_calibration"]
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_experts"
-SUITE = "libero_object"
+SUITES = ("libero_object", "libero_spatial")
+"""The LIBERO suites that have a scripted expert (:data:`~wmrl_envs.embodied.policies.SCRIPTED_EXPERTS`)."""
 SUITE_TASKS = 10
 INIT_STATES = 50
 SOLVED = 0.8
@@ -59,12 +60,19 @@ class Args:
         2
     """
 
+    suite: str = field(default=SUITES[0], metadata={"help": f"LIBERO suite of the expert table: {SUITES}"})
     tasks: tuple[int, ...] = field(
-        default=tuple(range(SUITE_TASKS)), metadata={"help": f"{SUITE} task ids to measure the expert on"}
+        default=tuple(range(SUITE_TASKS)), metadata={"help": "task ids to measure the expert on"}
     )
     states: int = field(default=10, metadata={"help": f"fixed initial states per task (1-{INIT_STATES})"})
-    horizon: int = field(default=280, metadata={"help": f"step limit of an expert episode ({SUITE}'s own)"})
-    out: Path = field(default=RESULTS, metadata={"help": "results directory"})
+    first_state: int = field(
+        default=0, metadata={"help": "index of the first of them (10: states the expert was not tuned on)"}
+    )
+    horizon: int = field(default=280, metadata={"help": "step limit of an expert episode (libero_object's)"})
+    out: Path | None = field(
+        default=None,
+        metadata={"help": f"results directory (default: {RESULTS}, a suite's own folder for other suites)"},
+    )
     workers: int = field(default=2, metadata={"help": "simulator workers (at most 2 on a shared machine)"})
     sft_calibration: bool = field(default=False, metadata={"help": "run the SFT calibration grid instead"})
     sft_env: str = field(default="robosuite:Lift", metadata={"help": "env of the SFT calibration"})
@@ -79,11 +87,18 @@ class Args:
     )
 
     def __post_init__(self) -> None:
+        if self.suite not in SUITES:
+            raise ConfigError(f"suite={self.suite!r}; the suites with a scripted expert: {list(SUITES)}")
         bad = [t for t in self.tasks if not 0 <= t < SUITE_TASKS]
         if not self.tasks or bad:
-            raise ConfigError(f"tasks={list(self.tasks)!r}; pass {SUITE} task ids in 0-{SUITE_TASKS - 1}")
+            raise ConfigError(f"tasks={list(self.tasks)!r}; pass task ids in 0-{SUITE_TASKS - 1}")
         if not 1 <= self.states <= INIT_STATES:
             raise ConfigError(f"states={self.states!r}; pass 1-{INIT_STATES} fixed initial states per task")
+        if not 0 <= self.first_state <= INIT_STATES - self.states:
+            raise ConfigError(
+                f"first_state={self.first_state!r} with states={self.states!r}; a task has {INIT_STATES} "
+                f"fixed initial states, so pass 0-{INIT_STATES - self.states}"
+            )
         if not 1 <= self.workers <= 2:
             raise ConfigError(f"workers={self.workers!r}; pass 1 or 2 (the machine is shared)")
         for name in ("horizon", "sft_seeds", "sft_eval", "sft_horizon"):
@@ -97,6 +112,13 @@ class Args:
         if not self.sft_noise or min(self.sft_noise) < 0:
             raise ConfigError(f"sft_noise={list(self.sft_noise)!r}; pass standard deviations >= 0")
 
+    @property
+    def out_dir(self) -> Path:
+        """Where the results go: ``out``, else libero_object's table at the top, another suite's below."""
+        if self.out is not None:
+            return self.out
+        return RESULTS if self.suite == SUITES[0] else RESULTS / self.suite
+
 
 def _numbers(kind: type, text: str) -> tuple[Any, ...]:
     try:
@@ -109,10 +131,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Args:
     """The :class:`Args` of a command line; a bad value exits with a message quoting it."""
     defaults = Args()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", default=defaults.suite)
     parser.add_argument("--tasks", type=lambda t: _numbers(int, t), default=defaults.tasks)
     parser.add_argument("--states", type=int, default=defaults.states)
+    parser.add_argument("--first-state", type=int, default=defaults.first_state)
     parser.add_argument("--horizon", type=int, default=defaults.horizon)
-    parser.add_argument("--out", type=Path, default=defaults.out)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--workers", type=int, default=defaults.workers)
     parser.add_argument("--sft-calibration", action="store_true")
     parser.add_argument("--sft-env", default=defaults.sft_env)
@@ -135,13 +159,13 @@ def _standard_error(rate: float, n: int) -> float:
     return math.sqrt(rate * (1 - rate) / n) if n else float("nan")
 
 
-def _expert_episodes(task: int, states: Sequence[int], horizon: int, bar: tqdm) -> dict[str, Any]:
-    """The clean expert from each of ``states`` of ``task``: success, steps and CPU seconds."""
+def _expert_episodes(suite: str, task: int, states: Sequence[int], horizon: int, bar: tqdm) -> dict[str, Any]:
+    """The clean expert of ``suite`` from each of ``states`` of ``task``: success, steps, wall seconds."""
     from wmrl_envs.embodied import LiberoEnv
-    from wmrl_envs.embodied.policies import ScriptedPickPlacePolicy
+    from wmrl_envs.embodied.policies import SCRIPTED_EXPERTS
 
-    expert = ScriptedPickPlacePolicy()
-    env = LiberoEnv(SUITE, cameras=(), object_states=True)
+    expert = SCRIPTED_EXPERTS[f"libero:{suite}"]()
+    env = LiberoEnv(suite, cameras=(), object_states=True)
     successes, steps, instruction = [], [], ""
     started = time.perf_counter()
     try:
@@ -174,31 +198,51 @@ def _expert_episodes(task: int, states: Sequence[int], horizon: int, bar: tqdm) 
 
 def expert_table(args: Args) -> list[dict[str, Any]]:
     """Measure the expert on every task of ``args`` (tasks spread over ``args.workers`` simulators)."""
-    states = list(range(args.states))
+    states = list(range(args.first_state, args.first_state + args.states))
     with (
         tqdm(total=len(args.tasks) * len(states), desc="expert episodes") as bar,
         concurrent.futures.ThreadPoolExecutor(args.workers) as pool,
     ):
-        rows = list(pool.map(lambda task: _expert_episodes(task, states, args.horizon, bar), args.tasks))
+        rows = list(
+            pool.map(lambda task: _expert_episodes(args.suite, task, states, args.horizon, bar), args.tasks)
+        )
     return sorted(rows, key=lambda row: row["task"])
 
 
 def _write_expert_table(rows: Sequence[dict[str, Any]], args: Args) -> None:
     import matplotlib.pyplot as plt
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    from wmrl_envs.embodied.policies import SCRIPTED_EXPERTS
+
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
     solved = [row["task"] for row in rows if row["success"] >= SOLVED]
-    (args.out / "table.json").write_text(
+    expert = SCRIPTED_EXPERTS[f"libero:{args.suite}"].__name__
+    (out / "table.json").write_text(
         json.dumps(
-            {"suite": SUITE, "states": args.states, "solved_at": SOLVED, "solved": solved, "rows": rows},
+            {
+                "suite": args.suite,
+                "expert": expert,
+                "states": args.states,
+                "first_state": args.first_state,
+                "horizon": args.horizon,
+                "solved_at": SOLVED,
+                "solved": solved,
+                "rows": rows,
+            },
             indent=2,
         )
         + "\n"
     )
+    which = (
+        f"the first {args.states}"
+        if args.first_state == 0
+        else f"{args.states} ({args.first_state}-{args.first_state + args.states - 1})"
+    )
     lines = [
-        f"# Scripted pick-and-place expert on {SUITE}",
+        f"# Scripted expert (`{expert}`) on {args.suite}",
         "",
-        f"Clean expert (no noise), the first {args.states} fixed initial states of each task, step limit "
+        f"Clean expert (no noise), {which} fixed initial states of each task, step limit "
         f"{args.horizon}. Solved (success >= {SOLVED}): tasks {solved}.",
         "",
         "| task | instruction | success | ± s.e. | episodes | mean steps | wall s |",
@@ -209,7 +253,7 @@ def _write_expert_table(rows: Sequence[dict[str, Any]], args: Args) -> None:
         f"{r['mean_steps']:.0f} | {r['wall_seconds']:.0f} |"
         for r in rows
     ]
-    (args.out / "table.md").write_text("\n".join(lines) + "\n")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
     figure, axes = plt.subplots(figsize=(8, 3.5))
     axes.bar(
         [str(r["task"]) for r in rows],
@@ -219,14 +263,14 @@ def _write_expert_table(rows: Sequence[dict[str, Any]], args: Args) -> None:
     )
     axes.axhline(SOLVED, color="black", linestyle="--", linewidth=1, label=f"solved ({SOLVED})")
     axes.set(
-        xlabel=f"{SUITE} task",
+        xlabel=f"{args.suite} task",
         ylabel="expert success",
         ylim=(0, 1.05),
-        title=f"Scripted expert, {args.states} fixed initial states per task",
+        title=f"Scripted expert on {args.suite}, {which} fixed initial states per task",
     )
     axes.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(args.out / "experts.png", dpi=120)
+    figure.savefig(out / "experts.png", dpi=120)
     plt.close(figure)
 
 
@@ -248,7 +292,6 @@ def _sft_run(
         workers=args.workers,
         progress=False,
     )
-    started = time.perf_counter()
     setting = {"demos": demos, "demo_noise": noise, "bc_epochs": epochs, "seed": seed}
     run_dir = root / f"d{demos}-n{noise}-e{epochs}-s{seed}"
     if not (run_dir / "summary.json").is_file():  # a finished run is read back, anything else is redone
@@ -264,7 +307,12 @@ def _sft_run(
         "success": float(final["eval/success_rate"]),
         "episodes": int(final["eval/episodes"]),
         "demo_successes": round(final["sft/demo_success_rate"] * final["sft/demo_episodes"]),
-        "wall_seconds": time.perf_counter() - started,
+        # the run's own record (demonstrations, behaviour cloning, evaluations), so a run read back
+        # reports the seconds it took, not the seconds it took to read
+        "wall_seconds": sum(
+            float(final.get(key, 0.0))
+            for key in ("time/rollout_seconds", "time/policy_update_seconds", "time/eval_seconds")
+        ),
     }
 
 
@@ -302,18 +350,24 @@ def sft_calibration(args: Args) -> list[dict[str, Any]]:
 
 
 def _write_sft_calibration(settings: Sequence[dict[str, Any]], args: Args) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     low, high = SFT_TARGET
     inside = [s for s in settings if s["success"] is not None and low <= s["success"] <= high]
-    (args.out / "sft_calibration.json").write_text(
+    (args.out_dir / "sft_calibration.json").write_text(
         json.dumps({"target": SFT_TARGET, "settings": settings, "in_target": inside}, indent=2) + "\n"
+    )
+    states = (  # a LIBERO evaluation takes the first sft_eval fixed states of every task; robosuite has none
+        f"the first {args.sft_eval} fixed initial states of each task"
+        if args.sft_env.startswith("libero:")
+        else f"{args.sft_eval} fixed initial states"
     )
     lines = [
         f"# SFT calibration on {args.sft_env}",
         "",
         f"`wmrl train --env {args.sft_env} --algo sft` per setting and seed; deterministic evaluation (mean "
-        f"action, {args.sft_eval} fixed initial states, step limit {args.sft_horizon}); success is the mean "
-        f"over {args.sft_seeds} seeds ± its standard error over seeds. Target: {low}-{high}.",
+        f"action, {states}, step limit {args.sft_horizon}); success is the mean "
+        f"over {args.sft_seeds} seeds ± its standard error over seeds; wall s sums the runs' own "
+        f"demonstration, cloning and evaluation seconds. Target: {low}-{high}.",
         "",
         "| demos | demo noise | bc epochs | success | ± s.e. | per seed | demo successes | wall s |",
         "|---:|---:|---:|---:|---:|---|---|---:|",
@@ -326,7 +380,7 @@ def _write_sft_calibration(settings: Sequence[dict[str, Any]], args: Args) -> No
             f"{', '.join(f'{r:.2f}' for r in s['per_seed'])} | {', '.join(map(str, s['demo_successes']))} | "
             f"{s['wall_seconds']:.0f} |"
         )
-    (args.out / "sft_calibration.md").write_text("\n".join(lines) + "\n")
+    (args.out_dir / "sft_calibration.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -336,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _write_sft_calibration(sft_calibration(args), args)
     else:
         _write_expert_table(expert_table(args), args)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out_dir}")
 
 
 if __name__ == "__main__":

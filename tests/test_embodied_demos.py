@@ -1,9 +1,10 @@
 """The SFT stage's data on the real LIBERO simulator: the scripted pick-and-place expert and its demos.
 
-The expert (privileged object and basket poses) must solve a ``libero_object`` init state on its own,
-and ``collect_demonstrations`` must keep the (observation, clean action) pairs of successful episodes
-only: a demonstration that failed would teach the policy to fail. ``scripted_expert`` accepts exactly
-the tasks the committed expert table measures as solved.
+The experts (privileged object and container poses) must solve a ``libero_object`` and a
+``libero_spatial`` init state on their own, and ``collect_demonstrations`` must keep the (observation,
+clean action) pairs of successful episodes only: a demonstration that failed would teach the policy to
+fail. ``scripted_expert`` accepts exactly the tasks each suite's committed expert table measures as
+solved.
 
 Every test that runs a simulator episode is in the long pass (``-m long``): building the LIBERO scene
 alone takes about a minute on two loaded cores.
@@ -20,9 +21,19 @@ import pytest
 from _helpers import on_the_simulator
 
 from wmrl_algos.errors import ConfigError
-from wmrl_envs.embodied.policies import SOLVED_TASKS, ScriptedPickPlacePolicy, scripted_expert
+from wmrl_envs.embodied.policies import (
+    SCRIPTED_EXPERTS,
+    SOLVED_TASKS,
+    ScriptedPickPlacePolicy,
+    ScriptedRimGraspPolicy,
+    scripted_expert,
+)
 
-TABLE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "embodied_experts" / "table.json"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "embodied_experts"
+TABLES = {
+    "libero_object": RESULTS / "table.json",
+    "libero_spatial": RESULTS / "libero_spatial" / "table.json",
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +46,9 @@ def libero_object():
 
 
 def _expert_episode(
-    env: Any, task: int, init_index: int, limit: int
+    env: Any, task: int, init_index: int, limit: int, expert: Any = None
 ) -> tuple[dict[str, Any], float, bool, int]:
-    expert = ScriptedPickPlacePolicy()
+    expert = expert or ScriptedPickPlacePolicy()
     obs, info = env.reset(seed=0, options={"task_id": task, "init_index": init_index})
     steps, terminated, reward = 0, False, 0.0
     while not terminated and steps < limit:
@@ -60,6 +71,22 @@ def test_the_height_aware_grasp_puts_the_tall_milk_carton_in_the_basket(libero_o
     info, reward, terminated, steps = _expert_episode(libero_object, task=7, init_index=0, limit=280)
     assert "milk" in info["instruction"]
     assert terminated and info["success"] and reward == 1.0, f"not in the basket after {steps} steps"
+
+
+@on_the_simulator(pytest.mark.long)
+def test_the_rim_grasp_puts_the_black_bowl_on_the_plate() -> None:
+    # libero_spatial's bowl is wider than the open gripper: the expert closes the fingers across its wall.
+    from wmrl_envs.embodied import LiberoEnv
+
+    env = LiberoEnv("libero_spatial", cameras=(), object_states=True)
+    try:
+        info, reward, terminated, steps = _expert_episode(
+            env, 0, 0, limit=220, expert=ScriptedRimGraspPolicy()
+        )
+    finally:
+        env.close()
+    assert "black bowl" in info["instruction"] and "plate" in info["instruction"]
+    assert terminated and info["success"] and reward == 1.0, f"not on the plate after {steps} steps"
 
 
 @on_the_simulator(pytest.mark.long)
@@ -89,18 +116,24 @@ def test_demonstrations_refuse_an_empty_task_list(libero_object) -> None:
 
 def test_the_expert_of_an_env_is_found_by_suite_and_refused_where_none_exists() -> None:
     assert isinstance(scripted_expert("libero:libero_object/0,5"), ScriptedPickPlacePolicy)
+    assert isinstance(scripted_expert("libero:libero_spatial/0,1"), ScriptedRimGraspPolicy)
     with pytest.raises(ConfigError, match="libero:libero_object"):
         scripted_expert("libero:libero_10/0")
 
 
-def test_scripted_expert_accepts_exactly_the_tasks_the_measured_table_solves() -> None:
-    table = json.loads(TABLE.read_text())
+@pytest.mark.parametrize("suite", sorted(TABLES))
+def test_scripted_expert_accepts_exactly_the_tasks_the_measured_table_solves(suite: str) -> None:
+    table = json.loads(TABLES[suite].read_text())
+    key = f"libero:{suite}"
+    assert table["suite"] == suite and table.get("expert", "ScriptedPickPlacePolicy") == (
+        SCRIPTED_EXPERTS[key].__name__
+    ), "the table measured the expert that scripted_expert returns"
     solved = [row["task"] for row in table["rows"] if row["success"] >= table["solved_at"]]
-    assert tuple(solved) == SOLVED_TASKS["libero:libero_object"], "SOLVED_TASKS is the committed table's"
+    assert tuple(solved) == SOLVED_TASKS[key], "SOLVED_TASKS is the committed table's"
     for row in table["rows"]:
-        env = f"libero:libero_object/{row['task']}"
+        env = f"{key}/{row['task']}"
         if row["task"] in solved:
-            assert isinstance(scripted_expert(env), ScriptedPickPlacePolicy)
+            assert isinstance(scripted_expert(env), SCRIPTED_EXPERTS[key])
         else:
             with pytest.raises(ConfigError, match=rf"tasks \[{row['task']}\].*{solved}"):
                 scripted_expert(env)
