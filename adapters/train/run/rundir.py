@@ -128,15 +128,30 @@ def mean_known(values: Sequence[float | None]) -> float | None:
 
 @contextlib.contextmanager
 def _signals_deferred(active: bool) -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends (main thread only), so a step commits whole."""
+    """Hold SIGINT and SIGTERM until the block ends (main thread only), so a step commits whole.
+
+    The handlers are swapped for one that only records the signal, and a recorded signal is raised again
+    once the old handlers are back. Blocking the signals with ``pthread_sigmask`` held nothing: it masks
+    the main thread alone, so with torch's or an executor's threads alive the kernel handed SIGTERM to
+    another thread, and Python still ran the handler in the main thread, inside the block (seen: a
+    metrics line with no checkpoint behind it, under load).
+    """
     if not active:
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    received: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    previous = {number: signal.signal(number, hold) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 class RunTrainer:
