@@ -393,14 +393,15 @@ class ScriptedRimGraspPolicy(_WaypointExpert):
             # up the wall and off it)
             bowl, plate = poses[:3], poses[7:10]
             offset = plate[:2] - bowl[:2]  # the bowl hangs tilted from its rim: steer the bowl, not the hand
-            above = float(np.linalg.norm(offset)) < self.place_radius
+            distance = float(np.linalg.norm(offset))
+            above = distance < self.place_radius
             drop = bowl[2] - (plate[2] + self.release_height)  # how far the bowl still has to go down
             if above and drop < self.tolerance:
                 return eef, -1.0, 0.0
             if above:
                 return np.r_[eef[:2] + offset, eef[2] - drop], 1.0, 0.0
             carry = plate[2] + self.carry_height
-            if eef[2] < carry - self.tolerance and float(np.linalg.norm(offset)) > 2 * self.place_radius:
+            if eef[2] < carry - self.tolerance and distance > 2 * self.place_radius:
                 return np.r_[eef[:2], min(carry, eef[2] + self.lift_step)], 1.0, 0.0
             return np.r_[eef[:2] + offset, max(carry, eef[2])], 1.0, 0.0
         if horizontal > 2 * self.tolerance:
