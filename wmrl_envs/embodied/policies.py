@@ -369,7 +369,8 @@ class ScriptedRimGraspPolicy(_WaypointExpert):
         the plate's side: in LIBERO's spatial scenes the cabinet and the stove stand on the far side,
         where the hand hit the cabinet (over the 10 tasks' first 10 states, with an earlier grip depth
         and release height: 78 of 100 episodes solved this way, 75 with the rim point nearer the
-        gripper).
+        gripper; one run each, a difference inside its noise: the rule was kept for the cabinet
+        collisions seen in traces, not for the count).
         """
         fingers = _rotation(proprio[3:7])[:2, 1]
         norm = float(np.linalg.norm(fingers))
