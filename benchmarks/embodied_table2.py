@@ -1,8 +1,8 @@
 """The paper's Table 2 at CPU scale: SFT, then GRPO on sparse success vs world model only vs WMRL vs anchors.
 
 For each seed: scripted demonstrations with privileged state and behaviour cloning (``algo=sft``), then
-four RL runs from that SFT policy with the same trainer (``wmrl train --env ENV``; ``robosuite:Lift`` or
-``libero:libero_object/0``, the envs with a scripted expert):
+four RL runs from that SFT policy with the same trainer (``wmrl train --env ENV``; ``robosuite:Lift``,
+``libero:libero_object/0`` or the seven ``libero_spatial`` tasks the rim-grasp expert solves):
 ``grpo`` (sparse success on every episode), ``wm`` (progress only), ``wmrl`` (progress corrected by
 the anchor groups' success: isotonic Online Debiasing + inverse-variance anchor weight) and ``anchors``
 (success on the anchor groups alone: the equal-label baseline). The progress scorer is
@@ -23,6 +23,8 @@ episodes and against real success labels) and ``diagnostics_vs_step.png``.
     python benchmarks/embodied_table2.py --seeds 1 --steps 1 --groups 2 --eval-samples 2 --out /tmp/t2
     nice -n 10 python benchmarks/embodied_table2.py --world-model approach --seeds 2 \
         --methods wm,wmrl,anchors --out benchmarks/results/embodied_table2_pilot   # the hack pilot
+    python benchmarks/embodied_table2.py --env libero:libero_spatial/0,1,2,3,5,7,8 --world-model sim-state \
+        --methods grpo,wmrl,wm --shared-runs OTHER --out OUT   # SFT and anchors-only linked from OTHER
 
 Each env has its own results directory and sizes (``ENV_DEFAULTS``: the committed runs; a flag overrides
 one). Runs are directories under ``OUT/runs/`` (skipped when complete, resumed when interrupted). Needs
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,21 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "anchor_fraction": 0.25,
         "learning_rate": 1e-4,
     },
+    # The seven libero_spatial tasks the rim-grasp expert solves, so a rate is an average over tasks.
+    "libero:libero_spatial/0,1,2,3,5,7,8": {
+        "out": RESULTS.with_name("embodied_table2_libero_spatial"),
+        "steps": 8,
+        "groups": 8,
+        "group_size": 4,
+        "horizon": 220,  # LIBERO's own limit for the suite; the expert takes 103-142 steps
+        "eval_samples": 5,  # the first 5 fixed states of each task: 35 episodes, as the SFT calibration
+        "eval_every": 4,
+        "demos": 42,  # 6 a task: SFT 0.32 +- 0.03 (35 give 0.17, 49 give 0.59, 70 give 0.79)
+        "bc_epochs": 200,
+        "hidden": 64,
+        "anchor_fraction": 0.125,
+        "learning_rate": 5e-4,
+    },
 }
 """Per env: the results directory and the sizes of its committed run."""
 PAIRS: tuple[tuple[str, str], ...] = (
@@ -94,6 +112,8 @@ METHODS: tuple[tuple[str, str], ...] = (
     ("wmrl", "+ WMRL (progress + anchors, OD + IVD)"),
     ("anchors", "+ GRPO on anchors only (equal labels)"),
 )
+SCORER_FREE = ("sft", "grpo", "anchors")
+"""The runs whose training never reads the progress scorer (``--shared-runs`` links them)."""
 #: One colour a method in every plot, whichever methods a run has.
 COLORS = {"sft": "grey", "grpo": "tab:blue", "wm": "tab:orange", "wmrl": "tab:green", "anchors": "tab:red"}
 
@@ -130,6 +150,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="sim-state",
         help="the RL runs' progress scorer: sim-state | approach | approach-stale | learned | visual:PATH",
     )
+    parser.add_argument(
+        "--shared-runs",
+        type=Path,
+        help="another results directory of this benchmark (same env and sizes) whose complete runs that "
+        f"never read the scorer in training ({', '.join(SCORER_FREE)}) are linked here instead of run again",
+    )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     for key, value in ENV_DEFAULTS[args.env].items():
@@ -160,6 +186,8 @@ def run_all(args: argparse.Namespace) -> None:
         progress=False,
     )
     for seed in range(args.first_seed, args.first_seed + args.seeds):
+        if args.shared_runs is not None:
+            link_shared_runs(args.shared_runs / "runs", runs, seed)
         sft_dir = runs / f"sft-s{seed}"
         sft = EmbodiedConfig(
             algo="sft", seed=seed, demos=args.demos, demo_noise=0.1, bc_epochs=args.bc_epochs, **common
@@ -180,6 +208,24 @@ def run_all(args: argparse.Namespace) -> None:
                 **common,
             )
             _run(config, runs / f"{method}-s{seed}")
+
+
+def link_shared_runs(source: Path, runs: Path, seed: int) -> list[str]:
+    """Link ``source``'s complete :data:`SCORER_FREE` runs of ``seed`` into ``runs`` (relative links;
+    a run already in ``runs`` is left alone). Returns the names linked.
+
+    Why: SFT, GRPO on sparse success and GRPO on the anchors alone never read the progress scorer in
+    training, so two scorers' tables share them (the same SFT start, the same states): paired, and paid
+    for once. Their logged scorer diagnostics (AUROC) are the scorer of the run that made them.
+    """
+    linked = []
+    runs.mkdir(parents=True, exist_ok=True)
+    for method in SCORER_FREE:
+        name = f"{method}-s{seed}"
+        if (source / name / SUMMARY).is_file() and not (runs / name).exists():
+            (runs / name).symlink_to(os.path.relpath(source / name, runs), target_is_directory=True)
+            linked.append(name)
+    return linked
 
 
 def _seed_dirs(runs: Path, method: str) -> list[Path]:

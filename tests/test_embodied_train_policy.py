@@ -364,3 +364,24 @@ def test_the_table2_bias_reduction_is_pooled_over_seeds_not_a_mean_of_ratios(tmp
     [wmrl] = [row for row in table["rows"] if row["method"] == "wmrl"]
     assert wmrl["bias_reduction"] == pytest.approx(1 - 0.12 / 0.2005)
     assert table["training"]["wmrl"]["wmrl/bias_reduction"] == {1: [pytest.approx(1 - 0.12 / 0.2005)]}
+
+
+def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 4.0, "compute/sim_episodes": 4.0, "compute/charged_total": 1.0}
+    source, here = tmp_path / "hack" / "runs", tmp_path / "simstate" / "runs"
+    for method in ("sft", "anchors", "wm", "wmrl"):
+        _summary(source / f"{method}-s4", 4, 0.5, final)
+    (source / "grpo-s4").mkdir()  # started, not complete: not shared
+    _summary(source / "anchors-s5", 5, 0.5, final)  # another seed
+    _summary(here / "sft-s4", 4, 0.25, final)  # already here: kept
+    assert embodied_table2.link_shared_runs(source, here, 4) == ["anchors-s4"]
+    assert (here / "anchors-s4").is_symlink() and not (here / "sft-s4").is_symlink()
+    assert not (here / "wm-s4").exists() and not (here / "grpo-s4").exists()
+    assert (here / "anchors-s4" / "summary.json").is_file(), "a relative link that resolves"
+    assert embodied_table2.link_shared_runs(source, here, 4) == [], "a second call links nothing"
+    spatial = embodied_table2.parse_args(["--env", "libero:libero_spatial/0,1,2,3,5,7,8"])
+    assert spatial.out.name == "embodied_table2_libero_spatial" and spatial.horizon == 220
+    assert spatial.demos == 42 and spatial.eval_samples == 5 and spatial.shared_runs is None
