@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from wmrl_algos.errors import ConfigError
-from wmrl_algos.grpo import GRPOConfig, grpo_loss
+from wmrl_algos.grpo import GRPOConfig, grpo_loss, grpo_update
 
 
 def random_batch(seed: int = 0, batch: int = 4, length: int = 6) -> dict[str, torch.Tensor]:
@@ -192,3 +192,54 @@ def test_mismatched_shapes_and_missing_reference_raise() -> None:
         grpo_loss(**batch, config=GRPOConfig(beta=0.1))
     with pytest.raises(ConfigError, match="exceeds max_completion_length"):
         grpo_loss(**batch, config=GRPOConfig(loss_type="dr_grpo", max_completion_length=3))
+
+
+def _two_sequence_logprobs(weight: torch.nn.Parameter) -> torch.Tensor:
+    """``(2, 3)`` log-probs: the first sequence's rise with ``weight``, the second's fall."""
+    return weight.unsqueeze(0).expand(2, 3) * torch.tensor([[1.0], [-1.0]])
+
+
+def _adam_after_one_informative_step() -> tuple[torch.nn.Parameter, torch.optim.Optimizer]:
+    weight = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.Adam([weight], lr=0.1)
+    grpo_update(
+        lambda: (_two_sequence_logprobs(weight), torch.ones(2, 3)),
+        optimizer,
+        [weight],
+        torch.tensor([1.0, -1.0]),
+        clip=0.2,
+        epochs=1,
+        max_grad_norm=1.0,
+    )
+    return weight, optimizer
+
+
+def test_a_batch_without_signal_leaves_the_policy_where_it_is_despite_adams_momentum() -> None:
+    weight, optimizer = _adam_after_one_informative_step()
+    before = weight.detach().clone()
+    for advantages, mask in (
+        (torch.zeros(2), torch.ones(2, 3)),  # every group all-success or all-failure
+        (torch.tensor([1.0, -1.0]), torch.zeros(2, 3)),  # advantages only on sequences with no tokens
+    ):
+        metrics = grpo_update(
+            lambda: (_two_sequence_logprobs(weight), mask),  # noqa: B023 (called within the iteration)
+            optimizer,
+            [weight],
+            advantages,
+            clip=0.2,
+            epochs=4,
+            max_grad_norm=1.0,
+        )
+        assert torch.equal(weight.detach(), before), "no step: momentum would have moved it"
+        assert metrics["losses/approx_kl"] == 0.0 and metrics["losses/grad_norm"] == 0.0
+        assert set(metrics) >= {"losses/policy", "charts/clip_fraction", "losses/loss"}
+
+
+def test_a_zero_gradient_adam_step_would_have_moved_the_policy() -> None:
+    """The reason for the skip, measured on the same optimiser: a plain step with zero gradient moves."""
+    weight, optimizer = _adam_after_one_informative_step()
+    before = weight.detach().clone()
+    optimizer.zero_grad()
+    weight.grad = torch.zeros_like(weight)
+    optimizer.step()
+    assert not torch.equal(weight.detach(), before)
