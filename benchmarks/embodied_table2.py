@@ -380,11 +380,14 @@ def run_changes(runs: Path) -> list[dict[str, Any]]:
     return changes
 
 
-#: The per-step diagnostics plotted over training: the scorer's AUROC on the policy's own rollouts
+#: The per-step diagnostics plotted over training: the real success of the step's training rollouts
+#: (sampled actions, every episode the simulator ran; beside the evaluation at the mean action it tells a
+#: mean that drifts from a sampled policy that does not), the scorer's AUROC on the policy's own rollouts
 #: (raw and after Online Debiasing), OD's bias reduction on the anchors and the anchor weight. The bias
 #: reduction is pooled over seeds (:func:`pooled_reduction`), not a mean of each run's logged ratio: a run
 #: whose raw squared error on its anchors is near 0 logs a ratio of -40 that would swamp the mean.
 TRAINING_DIAGNOSTICS = (
+    "diag/sim_success_rate",
     "diag/scorer_auroc",
     "diag/calibrated_auroc",
     "wmrl/bias_reduction",
@@ -611,7 +614,8 @@ def _training_lines(training: dict[str, dict[str, dict[int, list[float]]]]) -> l
     header = "| method | step | " + " | ".join(TRAINING_DIAGNOSTICS) + " |"
     return [
         "",
-        "The scorer on the policy's own rollouts, over training (mean over seeds):",
+        "Over training (mean over seeds): the training rollouts' real success (sampled actions) and the"
+        " scorer on the policy's own rollouts:",
         "",
         header,
         "|---|---|" + "---|" * len(TRAINING_DIAGNOSTICS),
@@ -652,8 +656,9 @@ def _plot_training(
     figure.tight_layout()
     figure.savefig(out / "success_vs_cost.png", dpi=90)
     plt.close(figure)
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7))
-    for axis, key in zip(axes.flat, TRAINING_DIAGNOSTICS, strict=True):
+    figure, axes = plt.subplots(2, 3, figsize=(15, 7))
+    axes.flat[-1].set_visible(False)  # five diagnostics on a 2 x 3 grid
+    for axis, key in zip(axes.flat, TRAINING_DIAGNOSTICS, strict=False):
         for method, label in METHODS:
             curve = training.get(method, {}).get(key)
             if curve and _corrects(method, key):
@@ -662,7 +667,9 @@ def _plot_training(
         axis.set_xlabel("training step")
         axis.set_ylabel(key)
     axes.flat[0].legend(fontsize=7)
-    figure.suptitle(f"{env}: the scorer on the policy's own rollouts over training (mean +- s.e. over seeds)")
+    figure.suptitle(
+        f"{env}: training rollouts' success and the scorer on them, over training (mean +- s.e. over seeds)"
+    )
     figure.tight_layout()
     figure.savefig(out / "diagnostics_vs_step.png", dpi=90)
     plt.close(figure)

@@ -290,6 +290,7 @@ def test_the_table2_benchmark_curves_success_against_cost_and_the_scorer_over_tr
                 "compute/real_labels": 2 * labels,
                 "compute/sim_episodes": 2 * episodes,
                 "diag/scorer_auroc": float("nan"),
+                "diag/sim_success_rate": 0.5,
                 "wmrl/anchor_weight": 1.5,
                 "eval/success_rate": 0.75,
             },
@@ -303,9 +304,9 @@ def test_the_table2_benchmark_curves_success_against_cost_and_the_scorer_over_tr
     assert wmrl["diag/scorer_auroc"] == {1: [0.9]}, "a NaN diagnostic is left out, not averaged in"
     embodied_table2.write_outputs(table, tmp_path, {})
     text = (tmp_path / "table.md").read_text()
-    assert "| wmrl | 2 | - | - | - | 1.500 |" in text
-    assert "| anchors | 2 | - | - | - | - |" in text, (
-        "the correction's numbers only for the method that corrects"
+    assert "| wmrl | 2 | 0.500 | - | - | - | 1.500 |" in text
+    assert "| anchors | 2 | 0.500 | - | - | - | - |" in text, (
+        "the correction's numbers only for the method that corrects; the rollouts' success for every method"
     )
     for name in ("success_vs_cost.png", "diagnostics_vs_step.png"):
         assert (tmp_path / name).stat().st_size > 0
