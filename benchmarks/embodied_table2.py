@@ -683,6 +683,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if not args.table_only:
         run_all(args)
+    elif args.shared_runs is not None:  # run nothing, but take in another table's finished shared runs
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            link_shared_runs(args.shared_runs / "runs", args.out / "runs", seed)
     table = build_table(args.out)
     settings = {key: str(value) for key, value in vars(args).items()}
     settings["wall_seconds"] = f"{time.perf_counter() - started:.0f}"

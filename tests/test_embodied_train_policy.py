@@ -372,6 +372,7 @@ def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp
     import embodied_table2
 
     final = {"compute/real_labels": 4.0, "compute/sim_episodes": 4.0, "compute/charged_total": 1.0}
+    final["compute/demo_episodes"] = 6.0  # read for the SFT row of the table --table-only writes
     source, here = tmp_path / "hack" / "runs", tmp_path / "simstate" / "runs"
     for method in ("sft", "anchors", "wm", "wmrl"):
         _summary(source / f"{method}-s4", 4, 0.5, final)
@@ -383,6 +384,11 @@ def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp
     assert not (here / "wm-s4").exists() and not (here / "grpo-s4").exists()
     assert (here / "anchors-s4" / "summary.json").is_file(), "a relative link that resolves"
     assert embodied_table2.link_shared_runs(source, here, 4) == [], "a second call links nothing"
+    table_only = ["--table-only", "--env", "robosuite:Lift", "--first-seed", "5", "--seeds", "1"]
+    shared = ["--shared-runs", str(source.parent), "--out", str(here.parent)]
+    assert embodied_table2.main([*table_only, *shared]) == 0
+    assert (here / "anchors-s5").is_symlink(), "--table-only takes in the other table's runs, runs none"
+    assert not (here / "sft-s5").exists() and (here.parent / "table.md").is_file()
     spatial = embodied_table2.parse_args(["--env", "libero:libero_spatial/0,1,2,3,5,7,8"])
     assert spatial.out.name == "embodied_table2_libero_spatial" and spatial.horizon == 220
     assert spatial.demos == 42 and spatial.eval_samples == 5 and spatial.shared_runs is None
