@@ -392,3 +392,24 @@ def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp
     spatial = embodied_table2.parse_args(["--env", "libero:libero_spatial/0,1,2,3,5,7,8"])
     assert spatial.out.name == "embodied_table2_libero_spatial" and spatial.horizon == 220
     assert spatial.demos == 42 and spatial.eval_samples == 5 and spatial.shared_runs is None
+
+
+def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_when_it_ran(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    assert "ivd" not in embodied_table2.parse_args([]).methods.split(","), "the ablation runs only when named"
+    final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
+    for seed, (wmrl, ivd) in enumerate([(0.3, 0.5), (0.2, 0.2)]):
+        _summary(tmp_path / "runs" / f"wmrl-s{seed}", seed, wmrl, final)
+    without = embodied_table2.build_table(tmp_path)
+    assert "ivd" not in {row["method"] for row in without["rows"]}
+    assert not any(d["comparison"].startswith("ivd") for d in without["differences"])
+    for seed, (wmrl, ivd) in enumerate([(0.3, 0.5), (0.2, 0.2)]):
+        _summary(tmp_path / "runs" / f"ivd-s{seed}", seed, ivd, final)
+    table = embodied_table2.build_table(tmp_path)
+    assert {row["method"]: row for row in table["rows"]}["ivd"]["success"] == pytest.approx(0.35)
+    [difference] = [d for d in table["differences"] if d["comparison"] == "ivd - wmrl"]
+    assert difference["per_seed"] == pytest.approx([0.2, 0.0])
+    embodied_table2.write_outputs(table, tmp_path, {})
+    assert "WMRL without OD" in (tmp_path / "table.md").read_text()
