@@ -37,4 +37,9 @@ def test_benchmark_smoke_writes_tables_and_plot_with_plausible_rates(tmp_path: P
     with (tmp_path / "overhead.csv").open() as handle:
         overhead = list(csv.DictReader(handle))
     assert [o["workers"] for o in overhead] == ["1", "2"]
-    assert all(float(o["ray_latency_ms"]) > float(o["threads_latency_ms"]) for o in overhead)
+    # Which executor is faster is the benchmark's to report, not this test's to assert: beside other work
+    # on the two cores a thread hand-off once measured slower than Ray's round trip (CI, 2026-12-06).
+    for o in overhead:
+        ray_ms, threads_ms = float(o["ray_latency_ms"]), float(o["threads_latency_ms"])
+        assert ray_ms > 0 and threads_ms > 0
+        assert float(o["ray_overhead_ms"]) == pytest.approx(ray_ms - threads_ms)
