@@ -117,9 +117,11 @@ METHODS: tuple[tuple[str, str], ...] = (
     ("anchors", "+ GRPO on anchors only (equal labels)"),
     ("ivd", "+ WMRL without OD (ablation: raw progress, IVD)"),
 )
-DEFAULT_METHODS = ("grpo", "wm", "wmrl", "anchors")
-"""What a run without ``--methods`` trains: Table 2's rows. ``ivd`` (WMRL with Online Debiasing off) is the
-ablation that asks whether OD's map costs a good scorer its ranking; it runs only when named."""
+ABLATIONS = ("ivd",)
+"""Rows that run only when named in ``--methods``: ``ivd`` (WMRL with Online Debiasing off) asks whether
+OD's map costs a good scorer its ranking."""
+DEFAULT_METHODS = tuple(method for method, _ in METHODS if method not in ABLATIONS)
+"""What a run without ``--methods`` trains: Table 2's rows."""
 SCORER_FREE = ("sft", "grpo", "anchors")
 """The runs whose training never reads the progress scorer (``--shared-runs`` links them)."""
 #: One colour a method in every plot, whichever methods a run has.
@@ -201,8 +203,6 @@ def run_all(args: argparse.Namespace) -> None:
         progress=False,
     )
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        if args.shared_runs is not None:
-            link_shared_runs(args.shared_runs / "runs", runs, seed)
         sft_dir = runs / f"sft-s{seed}"
         sft = EmbodiedConfig(
             algo="sft", seed=seed, demos=args.demos, demo_noise=0.1, bc_epochs=args.bc_epochs, **common
@@ -696,11 +696,11 @@ def main(argv: list[str] | None = None) -> int:
     # The simulator workers are processes of their own: more torch threads only fight them for the cores.
     torch.set_num_threads(args.torch_threads)
     started = time.perf_counter()
-    if not args.table_only:
-        run_all(args)
-    elif args.shared_runs is not None:  # run nothing, but take in another table's finished shared runs
+    if args.shared_runs is not None:  # before any run: a linked run is complete, so it is not run again
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             link_shared_runs(args.shared_runs / "runs", args.out / "runs", seed)
+    if not args.table_only:
+        run_all(args)
     table = build_table(args.out)
     settings = {key: str(value) for key, value in vars(args).items()}
     settings["wall_seconds"] = f"{time.perf_counter() - started:.0f}"
