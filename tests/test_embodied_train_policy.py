@@ -400,13 +400,14 @@ def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_wh
 
     assert "ivd" not in embodied_table2.parse_args([]).methods.split(","), "the ablation runs only when named"
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
-    for seed, (wmrl, ivd) in enumerate([(0.3, 0.5), (0.2, 0.2)]):
-        _summary(tmp_path / "runs" / f"wmrl-s{seed}", seed, wmrl, final)
+    rates = {"wmrl": (0.3, 0.2), "ivd": (0.5, 0.2)}  # per seed 0, 1
+    for seed, rate in enumerate(rates["wmrl"]):
+        _summary(tmp_path / "runs" / f"wmrl-s{seed}", seed, rate, final)
     without = embodied_table2.build_table(tmp_path)
     assert "ivd" not in {row["method"] for row in without["rows"]}
     assert not any(d["comparison"].startswith("ivd") for d in without["differences"])
-    for seed, (wmrl, ivd) in enumerate([(0.3, 0.5), (0.2, 0.2)]):
-        _summary(tmp_path / "runs" / f"ivd-s{seed}", seed, ivd, final)
+    for seed, rate in enumerate(rates["ivd"]):
+        _summary(tmp_path / "runs" / f"ivd-s{seed}", seed, rate, final)
     table = embodied_table2.build_table(tmp_path)
     assert {row["method"]: row for row in table["rows"]}["ivd"]["success"] == pytest.approx(0.35)
     [difference] = [d for d in table["differences"] if d["comparison"] == "ivd - wmrl"]
