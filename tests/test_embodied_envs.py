@@ -150,6 +150,31 @@ def test_cameras_and_rgb_array_render_give_upright_uint8_images() -> None:
         env.close()
 
 
+def test_a_frame_stride_renders_every_nth_step_and_the_success_step_and_holds_the_frame_between() -> None:
+    """Frames of a stride-3 camera: new on steps 3, 6..., the same array in between, and on a due step the
+    very frame a stride-1 camera renders in the same state (same seed, same actions)."""
+    actions = np.random.default_rng(0).uniform(-1.0, 1.0, (7, 7)).astype(np.float32)
+    frames = {}
+    for stride in (1, 3):
+        env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=32, frame_stride=stride)
+        try:
+            obs, _ = env.reset(seed=5)
+            frames[stride] = [obs["agentview_image"]] + [env.step(a)[0]["agentview_image"] for a in actions]
+        finally:
+            env.close()
+    strided, every = frames[3], frames[1]
+    for step in range(len(actions) + 1):
+        due = step - step % 3
+        assert np.array_equal(strided[step], every[due]), step
+    assert not np.array_equal(every[1], every[0]) and not np.array_equal(strided[3], strided[2])
+
+
+def test_a_frame_stride_below_one_is_a_config_error() -> None:
+    for stride in (0, -2, 1.5, True):
+        with pytest.raises(ConfigError, match="frame_stride"):
+            RobosuiteEnv("Lift", cameras=("agentview",), image_size=32, frame_stride=stride)
+
+
 def test_no_rendering_backend_raises_an_error_naming_mujoco_gl() -> None:
     with pytest.raises(RenderingUnavailableError, match="MUJOCO_GL"):
         RobosuiteEnv(

@@ -52,7 +52,8 @@ def test_each_world_model_name_builds_its_scorer_and_only_visual_asks_for_a_came
         VisualProgressScorer,
     ]
     assert [scorer.name for scorer in built.values()][2:4] == ["approach", "approach-stale"]
-    assert [scorer_view(scorer) for scorer in built.values()] == [None, None, None, None, ("agentview", 32)]
+    views = [scorer_view(scorer) for scorer in built.values()]
+    assert views == [None, None, None, None, ("agentview", 32, 1)]
 
 
 def test_the_help_of_world_model_lists_every_name():

@@ -247,3 +247,46 @@ def test_a_visual_scorer_trained_on_rendered_lift_demos_ranks_a_success_above_a_
     assert report["visual/final_loss"] < report["visual/first_loss"]
     success, failure = (potential_progress(curve.progress) for curve in scorer.progress([expert, random]))
     assert success > failure  # held-out placements: the expert's lift above random flailing
+
+
+@pytest.mark.parametrize(
+    "env",
+    ["robosuite:Fly", "robosuite:Lift/0", "libero:libero_spatial", "libero:libero_99/0", "gym:CartPole"],
+)
+def test_the_training_env_refuses_an_env_it_cannot_render_naming_the_forms_it_takes(env: str) -> None:
+    from wmrl_envs.embodied.visual import training_env
+
+    with pytest.raises(ConfigError, match=r"robosuite:TASK .* libero:SUITE/IDS"):
+        training_env(env, image_size=32, frame_stride=1)
+
+
+def test_a_checkpoint_records_its_frame_stride_and_a_run_renders_its_env_at_it(tmp_path: Path) -> None:
+    """Why it matters: a scorer trained on held frames, read on every-step frames (or the reverse), would
+    be scoring frames unlike any it was trained on; the run takes the stride from the checkpoint."""
+    from wmrl_adapters.train.embodied.trainer import scorer_view
+
+    scorer = VisualProgressScorer(VisualProgressConfig(image_size=SIZE, frame_stride=20))
+    path = scorer.save(tmp_path / "s.pt")
+    loaded = VisualProgressScorer.load(path)
+    assert loaded.config.frame_stride == 20 and scorer_view(loaded) == ("agentview", SIZE, 20)
+    state = torch.load(path, weights_only=True)
+    del state["config"]["frame_stride"]  # a checkpoint written before the stride existed: every frame
+    torch.save(state, tmp_path / "old.pt")
+    assert VisualProgressScorer.load(tmp_path / "old.pt").config.frame_stride == 1
+    with pytest.raises(ConfigError, match="frame_stride"):
+        VisualProgressConfig(frame_stride=0)
+
+
+@on_the_simulator(pytest.mark.long, pytest.mark.slow)
+def test_the_command_trains_a_scorer_on_rendered_libero_demos_at_a_frame_stride(tmp_path: Path) -> None:
+    from wmrl_envs.embodied.visual import main
+
+    out = tmp_path / "libero_scorer.pt"
+    report = main(
+        ["--env", "libero:libero_spatial/0", "--max-steps", "0", "--frame-stride", "20", "--episodes", "1"]
+        + ["--image-size", "32", "--epochs", "2", "--out", str(out)]
+    )
+    assert report["visual/episodes"] == 3 and 1 <= report["visual/successes"] < 3
+    # 221 frames of the 220-step random episode (held frames included), as many as the expert's steps + 1
+    assert report["visual/frames"] > 221
+    assert VisualProgressScorer.load(out).config.frame_stride == 20

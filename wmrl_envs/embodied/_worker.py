@@ -96,14 +96,26 @@ class _Simulation(abc.ABC):
     """What the LIBERO and robosuite simulations share: observations, goal features, NaN handling."""
 
     def __init__(
-        self, *, cameras: tuple[str, ...], image_size: int, object_states: bool, render: bool
+        self,
+        *,
+        cameras: tuple[str, ...],
+        image_size: int,
+        object_states: bool,
+        render: bool,
+        frame_stride: int = 1,
     ) -> None:
         self.cameras = tuple(cameras)
         self.image_size = int(image_size)
         self.object_states = bool(object_states)
         self.needs_renderer = bool(self.cameras) or bool(render)
+        self.frame_stride = int(frame_stride)
+        # At stride 1 the simulator renders the cameras into every step's observation; above it, the
+        # frames are rendered here, on the steps that are due, and held in between (a slower camera).
+        self.camera_obs = bool(self.cameras) and self.frame_stride == 1
         self.env: Any = None
         self._initial_distances: list[tuple[float, float]] = []
+        self._held: dict[str, np.ndarray] = {}
+        self._steps = 0
 
     # Per-simulator parts -------------------------------------------------------------------------
     @abc.abstractmethod
@@ -123,21 +135,32 @@ class _Simulation(abc.ABC):
         return bool(self.raw_env()._check_success())
 
     # Shared parts --------------------------------------------------------------------------------
-    def observation(self, raw_obs: dict[str, Any]) -> dict[str, Any]:
+    def observation(self, raw_obs: dict[str, Any], *, fresh: bool = True) -> dict[str, Any]:
+        """The env's observation of ``raw_obs``; ``fresh=False`` holds the last rendered frames
+        (``frame_stride`` > 1, between due steps)."""
         eef = np.asarray(raw_obs["robot0_eef_pos"], dtype=np.float64)
         proprio = np.concatenate(
             [eef, np.asarray(raw_obs["robot0_eef_quat"]), np.asarray(raw_obs["robot0_gripper_qpos"])]
         ).astype(np.float32)
         obs: dict[str, Any] = {"proprio": proprio, "goal_features": self.goal_features(eef)}
         for camera in self.cameras:
-            image = raw_obs[f"{camera}_image"]
-            # robosuite renders OpenGL-style, bottom row first: flip to the upright image a camera gives.
-            obs[IMAGE_KEYS[CAMERAS.index(camera)]] = np.ascontiguousarray(image[::-1], dtype=np.uint8)
+            if self.camera_obs:
+                # robosuite renders OpenGL-style, bottom row first: flip to the upright image a camera gives.
+                image = np.ascontiguousarray(raw_obs[f"{camera}_image"][::-1], dtype=np.uint8)
+            else:
+                if fresh or camera not in self._held:
+                    self._held[camera] = self.render_frame(camera)
+                image = self._held[camera]
+            obs[IMAGE_KEYS[CAMERAS.index(camera)]] = image
         if self.object_states:
             obs["object_state"] = self.object_vector(raw_obs).astype(np.float32)
         return obs
 
-    def remember_initial_distances(self, eef: np.ndarray) -> None:
+    def start_episode(self, eef: np.ndarray) -> None:
+        """Called by every reset: the episode's step count and held frames start afresh, and the
+        initial distances the goal features are measured against are taken."""
+        self._steps = 0
+        self._held = {}
         self._initial_distances = []
         for position, target, _ in self.goal_pairs():
             reach = float(np.linalg.norm(eef - position))
@@ -161,6 +184,11 @@ class _Simulation(abc.ABC):
                 place = _closed_fraction(float(np.linalg.norm(position - target)), place0)
             features[row] = (1.0, float(satisfied), reach, place)
         return features
+
+    def frame_due(self, success: bool) -> bool:
+        """Whether the step just taken renders new frames: every ``frame_stride``-th step of the
+        episode, and the step that ends it in success (its last frame is the one a scorer must see)."""
+        return success or self._steps % self.frame_stride == 0
 
     def render_frame(self, camera: str = "agentview") -> np.ndarray:
         if not self.needs_renderer:
@@ -186,6 +214,7 @@ class _Simulation(abc.ABC):
             return None, False, f"the simulator failed: {type(exc).__name__}: {exc}"
         if not _finite_state(sim):
             return None, False, "the simulator became unstable (NaN or inf in qpos/qvel)"
+        self._steps += 1
         return raw_obs, self.success(), None
 
     def step_simulator(self, action: np.ndarray) -> dict[str, Any]:
@@ -285,9 +314,9 @@ class LiberoSimulation(_Simulation):
             # episode.
             "has_renderer": False,
             "has_offscreen_renderer": self.needs_renderer,
-            "use_camera_obs": bool(self.cameras),
+            "use_camera_obs": self.camera_obs,
         }
-        if self.cameras:
+        if self.camera_obs:
             arguments["camera_names"] = list(self.cameras)
         try:
             self.env = ControlEnv(**arguments)
@@ -310,7 +339,7 @@ class LiberoSimulation(_Simulation):
             raw_obs, _, _, _ = self.env.step(np.zeros(7))
         task = self.suite.get_task(task_id)
         eef = np.asarray(raw_obs["robot0_eef_pos"], dtype=np.float64)
-        self.remember_initial_distances(eef)
+        self.start_episode(eef)
         info = {
             "task_id": task_id,
             "task_name": task.name,
@@ -383,7 +412,7 @@ class RobosuiteSimulation(_Simulation):
             "controller_configs": load_controller_config(default_controller="OSC_POSE"),
             "has_renderer": False,
             "has_offscreen_renderer": self.needs_renderer,
-            "use_camera_obs": bool(self.cameras),
+            "use_camera_obs": self.camera_obs,
             "use_object_obs": True,
             "reward_shaping": False,
             "ignore_done": True,
@@ -392,7 +421,7 @@ class RobosuiteSimulation(_Simulation):
             "camera_heights": self.image_size,
             "camera_widths": self.image_size,
         }
-        if self.cameras:
+        if self.camera_obs:
             arguments["camera_names"] = list(self.cameras)
         try:
             self.env = robosuite.make(task, **arguments)
@@ -417,7 +446,7 @@ class RobosuiteSimulation(_Simulation):
         raw_obs = self.env.reset()
         eef = np.asarray(raw_obs["robot0_eef_pos"], dtype=np.float64)
         self._lift_start = self._body_position(self.env.cube_body_id)[2] if self.task == "Lift" else 0.0
-        self.remember_initial_distances(eef)
+        self.start_episode(eef)
         info = {
             "task_id": 0,
             "task_name": self.task,
@@ -497,7 +526,9 @@ class Worker:
         started = time.process_time()
         simulation = self._simulation()
         raw_obs, success, error = simulation.checked_step(np.asarray(action, dtype=np.float64))
-        obs = None if raw_obs is None else simulation.observation(raw_obs)
+        obs = (
+            None if raw_obs is None else simulation.observation(raw_obs, fresh=simulation.frame_due(success))
+        )
         return obs, success, error, time.process_time() - started
 
     def render(self, camera: str) -> np.ndarray:

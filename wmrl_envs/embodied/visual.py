@@ -19,6 +19,12 @@ to score frames of another camera or size, refuses with both named.
 Train one from the command line (the simulator renders through the embodied stack's worker)::
 
     python -m wmrl_envs.embodied.visual --episodes 4 --out visual_scorer.pt
+    python -m wmrl_envs.embodied.visual --env libero:libero_spatial/0,1 --max-steps 0 \
+        --frame-stride 20 --episodes 2 --out libero_scorer.pt
+
+``--frame-stride N`` renders a frame every N steps and holds it in between (software rendering is most
+of a LIBERO step's cost on a CPU); the checkpoint records N, and a run with the scorer renders its env
+the same way.
 """
 
 from __future__ import annotations
@@ -36,12 +42,13 @@ import numpy as np
 import torch
 from gymnasium.wrappers import TimeLimit
 from torch import nn
+from tqdm.auto import tqdm
 
 from wmrl_algos.errors import CheckpointError, ConfigError
 from wmrl_envs.embodied._worker import CAMERAS, IMAGE_KEYS
-from wmrl_envs.embodied.envs import RobosuiteEnv
+from wmrl_envs.embodied.envs import LIBERO_SUITES, ROBOSUITE_TASKS, LiberoEnv, RobosuiteEnv
 from wmrl_envs.embodied.fidelity import collect_episodes
-from wmrl_envs.embodied.policies import NoisyPolicy, RandomPolicy, ScriptedLiftPolicy
+from wmrl_envs.embodied.policies import NoisyPolicy, RandomPolicy, scripted_expert
 from wmrl_envs.embodied.progress import ProgressCurve, ProgressInput, progress_input
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "main",
     "progress_targets",
     "render_training_episodes",
+    "training_env",
 ]
 
 VISUAL_CHECKPOINT_FORMAT = "wmrl-visual-progress-1"
@@ -80,6 +88,13 @@ class VisualProgressConfig:
         metadata={"help": "image observation the model reads (Robometer's input is the agent view)"},
     )
     image_size: int = field(default=64, metadata={"help": "side of the square frames it is trained on"})
+    frame_stride: int = field(
+        default=1,
+        metadata={
+            "help": "control steps between the camera's frames it is trained on (held in between); a run "
+            "renders its env the same way"
+        },
+    )
     width: int = field(default=16, metadata={"help": "channels of the first conv layer (then 2x, 2x)"})
     hidden: int = field(default=64, metadata={"help": "width of the hidden layer of the progress head"})
     epochs: int = field(default=30, metadata={"help": "passes over the training frames"})
@@ -94,7 +109,15 @@ class VisualProgressConfig:
     def __post_init__(self) -> None:
         if self.camera not in IMAGE_KEYS:
             raise ConfigError(f"camera={self.camera!r}; pass one of {IMAGE_KEYS}")
-        for name, low in (("image_size", 16), ("width", 1), ("hidden", 1), ("epochs", 1), ("batch_size", 1)):
+        minimums = (
+            ("image_size", 16),
+            ("frame_stride", 1),
+            ("width", 1),
+            ("hidden", 1),
+            ("epochs", 1),
+            ("batch_size", 1),
+        )
+        for name, low in minimums:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name}={value!r}; pass an int >= {low}")
@@ -418,26 +441,30 @@ def render_training_episodes(
     max_steps: int,
     noise: float = 0.3,
     seed: int = 0,
+    tasks: Sequence[int] = (0,),
 ) -> tuple[list[ProgressInput], list[bool]]:
     """Rendered demonstrations to train on: the clean expert, the expert with action noise, random actions.
 
-    ``episodes`` of each (reset seeds ``seed``, ``seed + 1``, ...): the clean expert gives the successes,
-    its noisy twin near misses and some successes, random actions clear failures.
+    ``episodes`` of each policy on each task (reset seeds ``seed``, ``seed + 1``...): the clean expert
+    gives the successes, its noisy twin near misses and some successes, random actions clear failures.
 
     Args:
         env: an embodied env that renders the scorer's camera and has ``object_states`` (the expert
             reads them).
         expert: the scripted privileged-state expert (e.g. ``ScriptedLiftPolicy()``).
-        episodes: episodes per policy.
+        episodes: episodes per policy and task.
         max_steps: step limit of an episode.
         noise: action noise of the perturbed expert.
         seed: seeds resets and noise.
+        tasks: the task ids to render (LIBERO; a robosuite env has task 0 only).
 
     Returns:
         The trajectories and whether each succeeded.
     """
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ConfigError(f"max_steps={max_steps!r}; pass a positive int")
+    if not tasks:
+        raise ConfigError("tasks=(); pass at least one task id")
     limited = TimeLimit(env, max_steps)
     policies = {
         "expert": expert,
@@ -445,33 +472,82 @@ def render_training_episodes(
         "random": RandomPolicy(seed=seed),
     }
     collected = []
-    for label, policy in policies.items():
-        collected += collect_episodes(limited, policy, episodes, label=label, seed=seed)
+    for task in tqdm(tasks, desc="rendering demonstrations", unit="task", disable=len(tasks) < 2):
+        for label, policy in policies.items():
+            collected += collect_episodes(
+                limited, policy, episodes, label=label, seed=seed, task_id=int(task)
+            )
     known = [episode for episode in collected if episode.sim_error is None]
     return [progress_input(list(e.observations)) for e in known], [e.success for e in known]
 
 
+def training_env(env: str, *, image_size: int, frame_stride: int) -> tuple[Any, list[int], int]:
+    """The env to render demonstrations in, its task ids and its step limit, from ``--env``.
+
+    Args:
+        env: ``robosuite:TASK`` or ``libero:SUITE/IDS`` (tasks the scripted expert solves).
+        image_size: side of the agent-view frames.
+        frame_stride: steps between rendered frames (held in between).
+
+    Raises:
+        ConfigError: an env of another form, an unknown task or suite.
+    """
+    kind, _, rest = env.partition(":")
+    name, _, ids = rest.partition("/")
+    view: dict[str, Any] = {"cameras": ("agentview",), "image_size": image_size, "frame_stride": frame_stride}
+    if kind == "robosuite" and name in ROBOSUITE_TASKS and not ids:
+        return RobosuiteEnv(name, object_states=True, **view), [0], ROBOSUITE_TASKS[name][1]
+    if kind == "libero" and name in LIBERO_SUITES:
+        try:
+            tasks = [int(item) for item in ids.split(",")] if ids else []
+        except ValueError:
+            tasks = []
+        if tasks:
+            return LiberoEnv(name, object_states=True, **view), tasks, LIBERO_SUITES[name][1]
+    raise ConfigError(
+        f"env={env!r}; pass robosuite:TASK ({', '.join(ROBOSUITE_TASKS)}) or libero:SUITE/IDS "
+        f"({', '.join(LIBERO_SUITES)}, with the task ids, e.g. libero:libero_spatial/0,1)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
-    """``python -m wmrl_envs.embodied.visual``: render Lift demonstrations, train, save, report."""
-    parser = argparse.ArgumentParser(description="Train the visual progress scorer on rendered Lift demos.")
-    parser.add_argument("--episodes", type=int, default=4, help="episodes per demo policy (3 policies)")
-    parser.add_argument("--max-steps", type=int, default=60, help="step limit of a demo episode")
+    """``python -m wmrl_envs.embodied.visual``: render demonstrations, train, save, report."""
+    parser = argparse.ArgumentParser(description="Train the visual progress scorer on rendered demos.")
+    parser.add_argument(
+        "--env",
+        default="robosuite:Lift",
+        help="robosuite:TASK or libero:SUITE/IDS (tasks its scripted expert solves)",
+    )
+    parser.add_argument("--episodes", type=int, default=4, help="episodes per demo policy (3) and task")
+    parser.add_argument(
+        "--max-steps", type=int, default=60, help="step limit of a demo episode (0: the env's)"
+    )
     parser.add_argument("--noise", type=float, default=0.3, help="action noise of the perturbed expert")
     parser.add_argument("--image-size", type=int, default=64, help="side of the rendered frames")
+    parser.add_argument(
+        "--frame-stride",
+        type=int,
+        default=1,
+        help="render a frame every N steps, held in between (a run with the scorer renders the same)",
+    )
     parser.add_argument("--epochs", type=int, default=30, help="training epochs")
     parser.add_argument("--seed", type=int, default=0, help="seeds resets, noise and training")
     parser.add_argument("--out", type=Path, default=Path("visual_scorer.pt"), help="checkpoint to write")
     args = parser.parse_args(argv)
-    config = VisualProgressConfig(image_size=args.image_size, epochs=args.epochs, seed=args.seed)
-    env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=args.image_size, object_states=True)
+    config = VisualProgressConfig(
+        image_size=args.image_size, frame_stride=args.frame_stride, epochs=args.epochs, seed=args.seed
+    )
+    expert = scripted_expert(args.env)
+    env, tasks, limit = training_env(args.env, image_size=args.image_size, frame_stride=args.frame_stride)
     try:
         batch, successes = render_training_episodes(
             env,
-            ScriptedLiftPolicy(),
+            expert,
             episodes=args.episodes,
-            max_steps=args.max_steps,
+            max_steps=args.max_steps or limit,
             noise=args.noise,
             seed=args.seed,
+            tasks=tasks,
         )
     finally:
         env.close()

@@ -148,13 +148,13 @@ def build_progress_scorer(config: EmbodiedConfig) -> Any:
     return SimStateProgressScorer()
 
 
-def scorer_view(scorer: Any) -> tuple[str, int] | None:
-    """The camera and image size a scorer reads (``None``: it reads no camera frames).
+def scorer_view(scorer: Any) -> tuple[str, int, int] | None:
+    """The camera, image size and frame stride a scorer reads (``None``: it reads no camera frames).
 
     Example:
         >>> from wmrl_envs.embodied.visual import VisualProgressConfig, VisualProgressScorer
         >>> scorer_view(VisualProgressScorer(VisualProgressConfig(image_size=32)))
-        ('agentview', 32)
+        ('agentview', 32, 1)
     """
     config = getattr(scorer, "config", None)
     camera = getattr(config, "camera", None)
@@ -162,25 +162,27 @@ def scorer_view(scorer: Any) -> tuple[str, int] | None:
         return None
     from wmrl_envs.embodied._worker import CAMERAS, IMAGE_KEYS
 
-    return CAMERAS[IMAGE_KEYS.index(camera)], int(config.image_size)
+    stride = int(getattr(config, "frame_stride", 1))
+    return CAMERAS[IMAGE_KEYS.index(camera)], int(config.image_size), stride
 
 
-def make_embodied_env(config: EmbodiedConfig, view: tuple[str, int] | None = None) -> Any:
+def make_embodied_env(config: EmbodiedConfig, view: tuple[str, int, int] | None = None) -> Any:
     """The env of ``config.env`` (state observations with ``object_state``; cameras as configured).
 
     Args:
         config: the run's settings.
-        view: a camera and image size the progress scorer reads (:func:`scorer_view`): rendered
-            beside ``config.cameras``, every camera at that size.
+        view: the camera, image size and frame stride the progress scorer reads (:func:`scorer_view`):
+            rendered beside ``config.cameras``, every camera at that size and stride (the frames it
+            was trained on: a scorer trained on held frames reads held frames).
     """
     from wmrl_envs.embodied.envs import LiberoEnv, RobosuiteEnv
 
     cameras = config.camera_list()
     sizes: dict[str, int] = {}
     if view is not None:
-        camera, image_size = view
+        camera, image_size, stride = view
         cameras = cameras if camera in cameras else (*cameras, camera)
-        sizes["image_size"] = image_size
+        sizes.update(image_size=image_size, frame_stride=stride)
     kind = RobosuiteEnv if config.kind == "robosuite" else LiberoEnv
     return kind(config.name, cameras=cameras, object_states=True, **sizes)  # type: ignore[arg-type]
 
