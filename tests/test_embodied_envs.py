@@ -169,6 +169,32 @@ def test_a_frame_stride_renders_every_nth_step_and_the_success_step_and_holds_th
     assert not np.array_equal(every[1], every[0]) and not np.array_equal(strided[3], strided[2])
 
 
+def test_a_frame_stride_renders_the_step_that_succeeds_whatever_its_count() -> None:
+    """The success frame is the one a progress scorer must see: the scripted expert lifts the cube at a
+    step that is not a multiple of the stride, and that step's frame is fresh, equal to a stride-1
+    camera's (the expert reads state only, so both envs take the same steps)."""
+    from wmrl_envs.embodied.policies import ScriptedLiftPolicy
+
+    frames, ends = {}, {}
+    for stride in (1, 1000):
+        env = RobosuiteEnv("Lift", cameras=("agentview",), image_size=32, frame_stride=stride)
+        expert = ScriptedLiftPolicy()
+        try:
+            obs, info = env.reset(seed=0)
+            frames[stride] = [obs["agentview_image"]]
+            for _ in range(80):
+                obs, _, terminated, _, info = env.step(expert.act([obs], [info])[0])
+                frames[stride].append(obs["agentview_image"])
+                if terminated:
+                    break
+            ends[stride] = info["success"]
+        finally:
+            env.close()
+    assert ends == {1: True, 1000: True} and len(frames[1]) == len(frames[1000]) > 2
+    assert np.array_equal(frames[1000][-1], frames[1][-1])  # rendered on success
+    assert np.array_equal(frames[1000][-2], frames[1000][0])  # held since the reset before it
+
+
 def test_a_frame_stride_below_one_is_a_config_error() -> None:
     for stride in (0, -2, 1.5, True):
         with pytest.raises(ConfigError, match="frame_stride"):
