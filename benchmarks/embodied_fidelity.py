@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium.wrappers import TimeLimit
-from scipy.stats import spearmanr
 from tqdm import tqdm
 from wmrl_adapters.train.embodied.policy import GaussianMLPPolicy, behaviour_cloning
 
@@ -53,6 +52,7 @@ from wmrl_envs.embodied.fidelity import (
     fidelity_table,
     plot_progress_curves,
     scorer_fidelity,
+    within_group_rank_correlation,
 )
 from wmrl_envs.embodied.hackable import ApproachProgressScorer
 from wmrl_envs.embodied.learned import LearnedProgressConfig, LearnedProgressScorer
@@ -113,31 +113,6 @@ class SampledPolicy:
             base = self.policy.distribution(list(observations)).base_dist
             noise = torch.randn(base.mean.shape, generator=self._generator)
             return list((base.mean + base.stddev * noise).numpy().astype(np.float32))
-
-
-def within_group_rank_correlation(
-    scores: Sequence[float | None], successes: Sequence[bool], groups: Sequence[int]
-) -> tuple[float | None, int]:
-    """Mean Spearman correlation of score with success inside each group that has both outcomes.
-
-    Episodes without a score are left out; a group whose scores are all tied says nothing and is
-    left out too. Returns the mean (``None`` if no group qualifies) and how many groups it averages.
-
-    Example:
-        >>> within_group_rank_correlation([0.9, 0.1, 0.5, 0.5], [True, False, True, True], [0, 0, 1, 1])
-        (1.0, 1)
-    """
-    correlations = []
-    for group in sorted(set(groups)):
-        members = [
-            (s, y) for s, y, g in zip(scores, successes, groups, strict=True) if g == group and s is not None
-        ]
-        values = np.array([s for s, _ in members], dtype=np.float64)
-        labels = np.array([y for _, y in members], dtype=np.float64)
-        if labels.size < 2 or labels.std() == 0 or values.std() == 0:
-            continue
-        correlations.append(float(spearmanr(values, labels).statistic))
-    return (float(np.mean(correlations)) if correlations else None), len(correlations)
 
 
 def policy_rollouts(env: Any, policy: GaussianMLPPolicy, args: Args) -> tuple[list[Episode], list[int]]:

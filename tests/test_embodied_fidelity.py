@@ -14,6 +14,7 @@ from wmrl_envs.embodied.fidelity import (
     fidelity_table,
     plot_progress_curves,
     scorer_fidelity,
+    within_group_rank_correlation,
 )
 from wmrl_envs.embodied.progress import ProgressCurve, SimStateProgressScorer
 
@@ -108,3 +109,14 @@ def test_collect_episodes_rejects_a_non_positive_count(episodes: int) -> None:
 def test_fidelity_needs_episodes() -> None:
     with pytest.raises(ConfigError):
         scorer_fidelity([], [SimStateProgressScorer()])
+
+
+def test_the_within_group_rank_correlation_reads_each_group_apart_and_leaves_unknowns_out() -> None:
+    # The first group's scores order its members right (+1), the second's the wrong way round (-1): what
+    # GRPO reads of each group; the third has no episode with both a score and an outcome besides one.
+    scores = [0.9, 0.8, 0.6, 0.7, None, 0.1]
+    successes = [1.0, 0.0, 1.0, 0.0, 1.0, None]
+    groups = [0, 0, 1, 1, 2, 2]
+    correlation, used = within_group_rank_correlation(scores, successes, groups)
+    assert used == 2 and correlation == pytest.approx(0.0)
+    assert within_group_rank_correlation([0.5, 0.5], [1.0, 0.0], [0, 0]) == (None, 0)  # all tied

@@ -414,3 +414,21 @@ def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_wh
     assert difference["per_seed"] == pytest.approx([0.2, 0.0])
     embodied_table2.write_outputs(table, tmp_path, {})
     assert "WMRL without OD" in (tmp_path / "table.md").read_text()
+
+
+def test_the_step_logs_the_scorers_order_inside_each_group_beside_its_pooled_auroc() -> None:
+    """No simulator: two groups whose scores order the first group's episodes right and the second's the
+    wrong way round (what GRPO reads), with a pooled AUROC of 0.75 that hides the difference."""
+    from types import SimpleNamespace
+
+    from wmrl_algos.types import ScoredGroup
+
+    groups = [
+        ScoredGroup(0, anchor=False, predicted=(0.9, 0.1)),
+        ScoredGroup(1, anchor=False, predicted=(0.5, 0.6)),
+    ]
+    identity = SimpleNamespace(loop=SimpleNamespace(debiaser=SimpleNamespace(apply=lambda scores: scores)))
+    outcomes = ["success", "failure", "success", "failure"]
+    metrics = EmbodiedTrainer._episode_metrics(identity, groups, outcomes)  # type: ignore[arg-type]
+    assert metrics["diag/scorer_auroc"] == pytest.approx(0.75)
+    assert metrics["diag/scorer_group_spearman"] == pytest.approx(0.0)  # +1 in group 0, -1 in group 1

@@ -34,6 +34,7 @@ from wmrl_envs.embodied.progress import (
 
 __all__ = [
     "auroc",
+    "within_group_rank_correlation",
     "Episode",
     "ScorerFidelity",
     "collect_episodes",
@@ -110,6 +111,39 @@ def collect_episodes(
                 break
         collected.append(Episode(label, tuple(observations), bool(info["success"]), info.get("sim_error")))
     return collected
+
+
+def within_group_rank_correlation(
+    scores: Sequence[float | None], successes: Sequence[bool | float | None], groups: Sequence[int]
+) -> tuple[float | None, int]:
+    """Mean Spearman correlation of score with success inside each group that has both outcomes.
+
+    Why inside groups: GRPO compares a group's members with each other, so a scorer is useful to it
+    when it orders the episodes of one group, whatever its level across groups (AUROC pools them).
+    Episodes without a score or an outcome (``None``) are left out; a group whose scores are all tied
+    says nothing and is left out too. Returns the mean (``None`` if no group qualifies) and how many
+    groups it averages.
+
+    Example:
+        >>> mean, groups = within_group_rank_correlation([0.9, 0.1, 0.5, 0.5], [1, 0, 1, 1], [0, 0, 1, 1])
+        >>> round(mean, 6), groups  # group 1 has one outcome only, so it says nothing
+        (1.0, 1)
+    """
+    from scipy.stats import spearmanr  # scikit-learn's own dependency; imported where it is needed
+
+    correlations = []
+    for group in sorted(set(groups)):
+        members = [
+            (s, float(y))
+            for s, y, g in zip(scores, successes, groups, strict=True)
+            if g == group and s is not None and y is not None
+        ]
+        values = np.array([s for s, _ in members], dtype=np.float64)
+        labels = np.array([y for _, y in members], dtype=np.float64)
+        if labels.size < 2 or labels.std() == 0 or values.std() == 0:
+            continue
+        correlations.append(float(spearmanr(values, labels).statistic))
+    return (float(np.mean(correlations)) if correlations else None), len(correlations)
 
 
 def auroc(scores: Sequence[float | None], labels: Sequence[bool | float | None]) -> float | None:

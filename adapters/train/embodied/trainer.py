@@ -77,7 +77,7 @@ from wmrl_adapters.train.run.state_io import load_state, save_state
 from wmrl_algos.errors import ConfigError
 from wmrl_algos.loop import CorrectionLoop
 from wmrl_algos.types import ScoredGroup
-from wmrl_envs.embodied.fidelity import auroc
+from wmrl_envs.embodied.fidelity import auroc, within_group_rank_correlation
 from wmrl_envs.embodied.outcomes import EpisodeOutcomes, Outcome, episode_outcome, outcome_success
 from wmrl_envs.embodied.progress import ProgressInput, ProgressWorldModel, SimStateProgressScorer
 from wmrl_envs.rollouts import GroupedRollout, RolloutConfig, RolloutTask, Trajectory, TurnContext
@@ -548,6 +548,7 @@ class EmbodiedTrainer(RunTrainer):
         predicted = [score for group in groups for score in group.predicted]
         calibrated = self.loop.debiaser.apply(list(predicted))
         successes = [outcome_success(outcome) for outcome in outcomes]
+        members = [index for index, group in enumerate(groups) for _ in group.predicted]
         values: dict[str, float | None] = {
             "reward/real_mean": mean_known(real),
             "reward/predicted_mean": mean_known(predicted),
@@ -557,6 +558,8 @@ class EmbodiedTrainer(RunTrainer):
             "diag/sim_success_rate": mean_known(successes),
             "diag/scorer_auroc": auroc(predicted, successes),
             "diag/calibrated_auroc": auroc(calibrated, successes),
+            # What GRPO reads: the scorer's order of each group's own episodes (AUROC pools the groups).
+            "diag/scorer_group_spearman": within_group_rank_correlation(predicted, successes, members)[0],
             "train/policy_errors": float(outcomes.count("policy_error")),
             "train/worker_crashes": float(outcomes.count("worker_crash")),
             "train/sim_errors": float(outcomes.count("sim_error")),
