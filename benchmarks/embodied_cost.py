@@ -40,6 +40,12 @@ class Args:
     steps: int = field(default=20, metadata={"help": "steps timed per configuration (after one warm-up)"})
     resets: int = field(default=3, metadata={"help": "resets timed per configuration (after the first)"})
     image_size: int = field(default=256, metadata={"help": "camera resolution of the with-cameras runs"})
+    frame_stride: int = field(
+        default=20,
+        metadata={
+            "help": "LIBERO with one 64² agent view, every step and every N steps (the visual scorer's)"
+        },
+    )
     no_libero: bool = field(default=False, metadata={"help": "skip LIBERO (the slowest part)"})
     no_robometer: bool = field(default=False, metadata={"help": "skip the tiny random Robometer"})
     out: Path = field(default=RESULTS, metadata={"help": "output folder"})
@@ -65,6 +71,11 @@ def parse_args(argv: list[str] | None = None) -> Args:
             kind = {"int": int, "Path": Path}[str(spec.type)]
             parser.add_argument(flag, type=kind, default=spec.default, help=spec.metadata["help"])
     return Args(**vars(parser.parse_args(argv)))
+
+
+def _agent_view(frame_stride: int) -> Callable[[], EmbodiedEnv]:
+    """LIBERO-10 with the visual scorer's camera: one 64² agent view, a new frame every ``frame_stride``."""
+    return lambda: LiberoEnv("libero_10", cameras=("agentview",), image_size=64, frame_stride=frame_stride)
 
 
 def _timed(function: Callable[[], Any], repeats: int) -> float:
@@ -125,6 +136,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         configurations += [
             ("LIBERO-10, no camera", lambda: LiberoEnv("libero_10", cameras=())),
             (f"LIBERO-10, 2 cameras {size}²", lambda: LiberoEnv("libero_10", image_size=size)),
+            # The visual scorer's view: one 64² agent view, rendered every step or every N (held between).
+            ("LIBERO-10, agentview 64²", _agent_view(1)),
+            (f"LIBERO-10, agentview 64² every {args.frame_stride} steps", _agent_view(args.frame_stride)),
         ]
     trajectories: dict[str, list[dict[str, Any]]] = {}
     for name, make in configurations:
