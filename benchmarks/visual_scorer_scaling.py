@@ -47,12 +47,12 @@ from typing import Any
 
 import numpy as np
 from embodied_fidelity import Args as FidelityArgs
-from embodied_fidelity import policy_rollouts, sft_policy, within_group_rank_correlation
+from embodied_fidelity import policy_rollouts, sft_policy
 from tqdm import tqdm
 from wmrl_adapters.train.run.measure import mean_se
 
 from wmrl_algos.errors import ConfigError
-from wmrl_envs.embodied.fidelity import Episode, auroc
+from wmrl_envs.embodied.fidelity import Episode, auroc, within_group_rank_correlation
 from wmrl_envs.embodied.progress import ProgressInput, collapse_progress, progress_input
 
 RESULTS = Path(__file__).resolve().parent / "results" / "visual_scorer_scaling"
