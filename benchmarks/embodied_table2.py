@@ -47,6 +47,7 @@ from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
 from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change
 from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
+from wmrl_algos.algorithms import algorithm
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -105,9 +106,14 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("ivd", "wmrl"),
     ("ivd", "wm"),
     ("ivd", "grpo"),
+    ("od", "wmrl"),
+    ("od", "wm"),
+    ("mix", "wmrl"),
+    ("mix", "wm"),
+    ("mix", "anchors"),
 )
 """The method differences the table sizes (first minus second, per seed: the same SFT init and states); a
-pair is left out when a method has no runs (the ablation ``ivd`` runs only when asked for)."""
+pair is left out when a method has no runs (the ablations run only when asked for)."""
 MARGIN = 0.10
 """The difference the table also sizes for (10 points: the issue's fallback where 3 cannot be resolved)."""
 METHODS: tuple[tuple[str, str], ...] = (
@@ -116,10 +122,14 @@ METHODS: tuple[tuple[str, str], ...] = (
     ("wmrl", "+ WMRL (progress + anchors, OD + IVD)"),
     ("anchors", "+ GRPO on anchors only (equal labels)"),
     ("ivd", "+ WMRL without OD (ablation: raw progress, IVD)"),
+    ("od", "+ WMRL without IVD (ablation: OD, anchors weighted 1)"),
+    ("mix", "+ anchors and progress, uncorrected (ablation)"),
 )
-ABLATIONS = ("ivd",)
-"""Rows that run only when named in ``--methods``: ``ivd`` (WMRL with Online Debiasing off) asks whether
-OD's map costs a good scorer its ranking."""
+ABLATIONS = ("ivd", "od", "mix")
+"""Rows that run only when named in ``--methods``, each WMRL with a correction off (the algorithms of
+:data:`wmrl_algos.algorithms.ALGORITHMS`): ``ivd`` (Online Debiasing off) asks whether OD's map costs a
+good scorer its ranking; ``od`` (Inverse-Variance Denoising off) whether IVD's up-weighted anchor group
+is what costs WMRL against the world model alone; ``mix`` (both off) what the anchors add uncorrected."""
 DEFAULT_METHODS = tuple(method for method, _ in METHODS if method not in ABLATIONS)
 """What a run without ``--methods`` trains: Table 2's rows."""
 SCORER_FREE = ("sft", "grpo", "anchors")
@@ -132,6 +142,8 @@ COLORS = {
     "wmrl": "tab:green",
     "anchors": "tab:red",
     "ivd": "tab:purple",
+    "od": "tab:brown",
+    "mix": "tab:olive",
 }
 
 
@@ -327,14 +339,16 @@ def build_table(out: Path) -> dict[str, Any]:
                 "scorer_auroc": _stat([_diagnostic(x, "diag/scorer_auroc") for x in all_lines])[0],
                 "calibrated_auroc": _stat([_diagnostic(x, "diag/calibrated_auroc") for x in all_lines])[0],
                 "bias_reduction": None
-                if method != "wmrl"
+                if not _corrects(method, "wmrl/bias_reduction")
                 else pooled_reduction(
                     *(
                         [v for v in (_diagnostic(x, key, True) for x in all_lines) if v is not None]
                         for key in RESIDUALS
                     )
                 ),
-                "anchor_weight": _stat([_diagnostic(x, "wmrl/anchor_weight", True) for x in all_lines])[0],
+                "anchor_weight": _stat([_diagnostic(x, "wmrl/anchor_weight", True) for x in all_lines])[0]
+                if _corrects(method, "wmrl/anchor_weight")
+                else 1.0,
                 "policy_errors": float(
                     sum(sum(line.get("train/policy_errors", 0) for line in x) for x in all_lines)
                 ),
@@ -604,9 +618,14 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
 
 
 def _corrects(method: str, key: str) -> bool:
-    """Whether ``key`` means something for ``method``: the correction's own numbers (``wmrl/``) only
-    for WMRL, which is the one method that corrects (the others log its neutral values)."""
-    return method == "wmrl" or not key.startswith("wmrl/")
+    """Whether ``key`` means something for ``method``: OD's bias reduction only where Online Debiasing
+    runs, the anchor weight only where Inverse-Variance Denoising does (the other methods log the
+    correction's neutral values, which would read as measurements)."""
+    if key == "wmrl/bias_reduction":
+        return algorithm(method).debias
+    if key == "wmrl/anchor_weight":
+        return algorithm(method).denoise
+    return True
 
 
 def _training_lines(training: dict[str, dict[str, dict[int, list[float]]]]) -> list[str]:

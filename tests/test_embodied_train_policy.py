@@ -416,6 +416,36 @@ def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_wh
     assert "WMRL without OD" in (tmp_path / "table.md").read_text()
 
 
+@pytest.mark.parametrize(
+    ("method", "compared_with", "has_bias_reduction", "has_anchor_weight"),
+    [("ivd", "wm", False, True), ("od", "wmrl", True, False), ("mix", "anchors", False, False)],
+)
+def test_each_table2_ablation_shows_only_the_corrections_it_runs(
+    tmp_path, method: str, compared_with: str, has_bias_reduction: bool, has_anchor_weight: bool
+) -> None:
+    """An ablation's row reads OD's bias reduction only when OD ran and IVD's anchor weight only when IVD
+    ran; the logged neutral values of a correction that is off must not read as a measurement."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    assert method not in embodied_table2.parse_args([]).methods.split(","), "ablations run only when named"
+    final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
+    logged = {"wmrl/anchor_weight": 2.5, "wmrl/residual_raw": 0.2, "wmrl/residual_calibrated": 0.1}
+    for seed, (mine, theirs) in enumerate([(0.4, 0.3), (0.2, 0.3)]):
+        for name, rate in ((method, mine), (compared_with, theirs)):
+            run = tmp_path / "runs" / f"{name}-s{seed}"
+            _summary(run, seed, rate, final)
+            (run / "metrics.jsonl").write_text(json.dumps({"step": 1, **logged}) + "\n")
+    table = embodied_table2.build_table(tmp_path)
+    row = {row["method"]: row for row in table["rows"]}[method]
+    assert (row["bias_reduction"] is not None) is has_bias_reduction
+    assert row["anchor_weight"] == pytest.approx(2.5 if has_anchor_weight else 1.0)
+    [difference] = [d for d in table["differences"] if d["comparison"] == f"{method} - {compared_with}"]
+    assert difference["per_seed"] == pytest.approx([0.1, -0.1])
+    embodied_table2.write_outputs(table, tmp_path, {})
+    assert dict(embodied_table2.METHODS)[method] in (tmp_path / "table.md").read_text()
+
+
 def test_the_step_logs_the_scorers_order_inside_each_group_beside_its_pooled_auroc() -> None:
     """No simulator: two groups whose scores order the first group's episodes right and the second's the
     wrong way round (what GRPO reads), with a pooled AUROC of 0.75 that hides the difference."""
