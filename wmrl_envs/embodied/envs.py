@@ -322,7 +322,8 @@ class LiberoEnv(EmbodiedEnv):
             holding the last frame in between: a camera slower than the controller. Why: software
             rendering is most of a step's cost on a CPU (LIBERO-10 with one 64² agent view: 86 ms a step
             against 11 ms without a camera, 15 ms at a stride of 20; benchmarks/embodied_cost.py), and a
-            progress scorer that reads a few frames an episode (as a VLM scorer does) needs no more. A step limit that is not a multiple of it ends on a held frame.
+            progress scorer that reads a few frames an episode (as a VLM scorer does) needs no more. A
+            step limit that is not a multiple of it ends on a held frame.
         object_states: add ``object_state``: position and quaternion of the task's objects of interest
             (up to 10, zero-padded to 70 floats).
         settle_steps: no-op steps after each reset so objects come to rest (LIBERO's evaluations and
