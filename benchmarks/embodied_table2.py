@@ -47,6 +47,7 @@ from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
 from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change
 from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
+
 from wmrl_algos.algorithms import algorithm
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
