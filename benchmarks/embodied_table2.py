@@ -109,9 +109,11 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("ivd", "grpo"),
     ("od", "wmrl"),
     ("od", "wm"),
+    ("od", "grpo"),
     ("mix", "wmrl"),
     ("mix", "wm"),
     ("mix", "anchors"),
+    ("mix", "ivd"),
 )
 """The method differences the table sizes (first minus second, per seed: the same SFT init and states); a
 pair is left out when a method has no runs (the ablations run only when asked for)."""
