@@ -114,6 +114,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("mix", "wm"),
     ("mix", "anchors"),
     ("mix", "ivd"),
+    ("mix", "grpo"),
 )
 """The method differences the table sizes (first minus second, per seed: the same SFT init and states); a
 pair is left out when a method has no runs (the ablations run only when asked for)."""
