@@ -189,6 +189,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="another results directory of this benchmark (same env and sizes) whose complete runs that "
         f"never read the scorer in training ({', '.join(SCORER_FREE)}) are linked here instead of run again",
     )
+    parser.add_argument(
+        "--versus",
+        type=Path,
+        help="another results directory of this benchmark (the same env, another setting): the table adds "
+        "each method minus the same method's run of the same seed there",
+    )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
     for key, value in ENV_DEFAULTS[args.env].items():
@@ -287,8 +293,9 @@ def _diagnostic(lines: list[dict[str, float]], key: str, last: bool = False) -> 
     return float(values[-1]) if last else float(np.mean(values))
 
 
-def build_table(out: Path) -> dict[str, Any]:
-    """Collect every complete run into the table rows, curves and targets."""
+def build_table(out: Path, versus: Path | None = None) -> dict[str, Any]:
+    """Collect every complete run into the table rows, curves and targets (and, with ``versus``, each
+    method against the same method in that results directory: :func:`versus_differences`)."""
     runs = out / "runs"
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[int, list[float]]] = {}
@@ -382,7 +389,8 @@ def build_table(out: Path) -> dict[str, Any]:
         "curves": curves,
         "targets": targets,
         "changes": run_changes(runs),
-        "differences": method_differences(runs),
+        "differences": method_differences(runs)
+        + ([] if versus is None else versus_differences(runs, versus)),
         "training": training_curves(runs),
     }
 
@@ -477,42 +485,74 @@ def pooled_reduction(raw: list[float], calibrated: list[float]) -> float | None:
     return 1.0 - sum(calibrated) / sum(raw)
 
 
-def method_differences(runs: Path) -> list[dict[str, Any]]:
-    """For each of :data:`PAIRS`: the per-seed difference of the final success, its mean, spread and
-    s.e. over seeds, the seeds a difference of that size and spread needs to stand at 2 s.e.
-    (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0, to rounding, or the spread unknown),
-    and the seeds a difference of :data:`MARGIN` with that spread needs (``ceil((2 sd / MARGIN)^2)``)."""
-    finals: dict[str, dict[int, float]] = {}
+def _finals(runs: Path) -> dict[str, dict[int, tuple[float, Path]]]:
+    """Each method's final success by seed, with the run it came from (resolved, so a linked run is
+    recognised as the same run wherever it is linked)."""
+    finals: dict[str, dict[int, tuple[float, Path]]] = {}
     for method, _ in METHODS:
         for run_dir in _seed_dirs(runs, method):
             summary = _summary(run_dir)
             if summary is not None:
                 rate = summary["eval"]["eval/success_rate"]
-                finals.setdefault(method, {})[int(summary["config"]["seed"])] = rate
+                finals.setdefault(method, {})[int(summary["config"]["seed"])] = (rate, run_dir.resolve())
+    return finals
+
+
+def _difference_row(comparison: str, per_seed: list[float]) -> dict[str, Any]:
+    """A paired difference's mean, spread and s.e. over seeds, the seeds a difference of that size and
+    spread needs to stand at 2 s.e. (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0, to
+    rounding, or the spread unknown), and the seeds a difference of :data:`MARGIN` with that spread needs
+    (``ceil((2 sd / MARGIN)^2)``)."""
+    mean, se = _stat(per_seed)
+    sd = None if se is None else se * math.sqrt(len(per_seed))
+    resolvable = sd is not None and mean is not None and abs(mean) > 1e-9  # 0: no size resolves it
+    # at least 2: a spread over seeds is measured from two or more
+    needed = max(2, math.ceil((2 * sd / abs(mean)) ** 2)) if resolvable else None  # type: ignore[operator]
+    for_margin = None if sd is None else max(2, math.ceil((2 * sd / MARGIN) ** 2))
+    return {
+        "comparison": comparison,
+        "seeds": len(per_seed),
+        "per_seed": per_seed,
+        "mean": mean,
+        "se": se,
+        "sd": sd,
+        "seeds_for_2se": needed,
+        "seeds_for_margin": for_margin,
+    }
+
+
+def method_differences(runs: Path) -> list[dict[str, Any]]:
+    """Each of :data:`PAIRS` as a :func:`_difference_row` of the per-seed difference of the final success."""
+    finals = _finals(runs)
     rows = []
     for first, second in PAIRS:
         seeds = sorted(finals.get(first, {}).keys() & finals.get(second, {}).keys())
-        if not seeds:
-            continue
-        per_seed = [finals[first][seed] - finals[second][seed] for seed in seeds]
-        mean, se = _stat(per_seed)
-        sd = None if se is None else se * math.sqrt(len(per_seed))
-        resolvable = sd is not None and mean is not None and abs(mean) > 1e-9  # 0: no size resolves it
-        # at least 2: a spread over seeds is measured from two or more
-        needed = max(2, math.ceil((2 * sd / abs(mean)) ** 2)) if resolvable else None  # type: ignore[operator]
-        for_margin = None if sd is None else max(2, math.ceil((2 * sd / MARGIN) ** 2))
-        rows.append(
-            {
-                "comparison": f"{first} - {second}",
-                "seeds": len(seeds),
-                "per_seed": per_seed,
-                "mean": mean,
-                "se": se,
-                "sd": sd,
-                "seeds_for_2se": needed,
-                "seeds_for_margin": for_margin,
-            }
-        )
+        if seeds:
+            per_seed = [finals[first][seed][0] - finals[second][seed][0] for seed in seeds]
+            rows.append(_difference_row(f"{first} - {second}", per_seed))
+    return rows
+
+
+def versus_differences(runs: Path, other: Path) -> list[dict[str, Any]]:
+    """Each method here minus the same method's run of the same seed in ``other`` (another results
+    directory of this benchmark), as a :func:`_difference_row`.
+
+    Why: a setting the table does not vary (an anchor fraction, a learning rate) is run into a directory
+    of its own, and the question is then the same method under two settings, from the same SFT start on
+    the same states. A seed whose two runs are one run (linked into both directories) is left out: it is
+    not a difference of settings.
+    """
+    here, there = _finals(runs), _finals(other / "runs")
+    rows = []
+    for method, _ in METHODS:
+        seeds = [
+            seed
+            for seed in sorted(here.get(method, {}).keys() & there.get(method, {}).keys())
+            if here[method][seed][1] != there[method][seed][1]
+        ]
+        if seeds:
+            per_seed = [here[method][seed][0] - there[method][seed][0] for seed in seeds]
+            rows.append(_difference_row(f"{method} - {method} ({other.name})", per_seed))
     return rows
 
 
@@ -724,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
             link_shared_runs(args.shared_runs / "runs", args.out / "runs", seed)
     if not args.table_only:
         run_all(args)
-    table = build_table(args.out)
+    table = build_table(args.out, args.versus)
     settings = {key: str(value) for key, value in vars(args).items()}
     settings["wall_seconds"] = f"{time.perf_counter() - started:.0f}"
     write_outputs(table, args.out, settings)

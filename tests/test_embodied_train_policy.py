@@ -394,6 +394,34 @@ def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp
     assert spatial.demos == 42 and spatial.eval_samples == 5 and spatial.shared_runs is None
 
 
+def test_the_table2_versus_pairs_each_method_with_its_own_seed_under_another_setting(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    final = {"compute/real_labels": 8.0, "compute/sim_episodes": 32.0, "compute/charged_total": 1.0}
+    final["compute/demo_episodes"] = 6.0
+    base, here = tmp_path / "base" / "runs", tmp_path / "a25" / "runs"
+    for seed, (grpo, wmrl_base, wmrl_here) in {
+        4: (0.5, 0.3, 0.5),
+        5: (0.2, 0.1, 0.1),
+        6: (0.4, 0.4, 0.7),
+    }.items():
+        _summary(base / f"grpo-s{seed}", seed, grpo, final)
+        _summary(base / f"wmrl-s{seed}", seed, wmrl_base, final)
+        _summary(here / f"wmrl-s{seed}", seed, wmrl_here, final)
+    _summary(here / "wmrl-s7", 7, 0.9, final)  # no seed 7 there: not paired
+    here.joinpath("grpo-s4").symlink_to(base / "grpo-s4", target_is_directory=True)  # one run: no difference
+    rows = embodied_table2.versus_differences(here, base.parent)
+    assert [row["comparison"] for row in rows] == ["wmrl - wmrl (base)"], "the linked GRPO run is left out"
+    assert rows[0]["per_seed"] == pytest.approx([0.2, 0.0, 0.3]) and rows[0]["seeds"] == 3
+    assert rows[0]["mean"] == pytest.approx(0.5 / 3)
+    table_only = ["--table-only", "--env", "robosuite:Lift", "--first-seed", "4", "--seeds", "3"]
+    assert embodied_table2.main([*table_only, "--versus", str(base.parent), "--out", str(here.parent)]) == 0
+    assert "| wmrl - wmrl (base) | 3 | +0.200, +0.000, +0.300 |" in (here.parent / "table.md").read_text()
+    comparisons = [row["comparison"] for row in embodied_table2.build_table(here.parent)["differences"]]
+    assert comparisons == ["wmrl - grpo"], "without --versus only the pairs inside the directory"
+
+
 def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_when_it_ran(tmp_path):
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
     import embodied_table2
