@@ -197,6 +197,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
+    if args.versus is not None and not (args.versus / "runs").is_dir():  # a typo would compare with nothing
+        parser.error(
+            f"--versus {args.versus}: no runs/ directory there (another results directory of this benchmark)"
+        )
     for key, value in ENV_DEFAULTS[args.env].items():
         if getattr(args, key) is None:
             setattr(args, key, value)

@@ -418,6 +418,8 @@ def test_the_table2_versus_pairs_each_method_with_its_own_seed_under_another_set
     table_only = ["--table-only", "--env", "robosuite:Lift", "--first-seed", "4", "--seeds", "3"]
     assert embodied_table2.main([*table_only, "--versus", str(base.parent), "--out", str(here.parent)]) == 0
     assert "| wmrl - wmrl (base) | 3 | +0.200, +0.000, +0.300 |" in (here.parent / "table.md").read_text()
+    with pytest.raises(SystemExit):  # argparse's error: a clear message, not an empty comparison
+        embodied_table2.parse_args(["--versus", str(tmp_path / "typo")])
     comparisons = [row["comparison"] for row in embodied_table2.build_table(here.parent)["differences"]]
     assert comparisons == ["wmrl - grpo"], "without --versus only the pairs inside the directory"
 
