@@ -25,6 +25,8 @@ episodes and against real success labels) and ``diagnostics_vs_step.png``.
         --methods wm,wmrl,anchors --out benchmarks/results/embodied_table2_pilot   # the hack pilot
     python benchmarks/embodied_table2.py --env libero:libero_spatial/0,1,2,3,5,7,8 --world-model sim-state \
         --methods grpo,wmrl,wm --shared-runs OTHER --out OUT   # SFT and anchors-only linked from OTHER
+    python benchmarks/embodied_table2.py --env libero:libero_spatial/0,1,2,3,5,7,8 --methods wmrl,anchors \
+        --extend-from OTHER --steps 16 --out LONGER --versus OTHER   # OTHER's runs carried on to 16 steps
 
 Each env has its own results directory and sizes (``ENV_DEFAULTS``: the committed runs; a flag overrides
 one). Runs are directories under ``OUT/runs/`` (skipped when complete, resumed when interrupted). Needs
@@ -37,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -45,8 +48,10 @@ import numpy as np
 import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
+from wmrl_adapters.train.run.checks import load_config
 from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change
-from wmrl_adapters.train.run.rundir import CHECKPOINT, SUMMARY, read_metrics
+from wmrl_adapters.train.run.rundir import CHECKPOINT, CONFIG, SUMMARY, read_metrics
+from wmrl_adapters.train.run.settings import settings_before
 
 from wmrl_algos.algorithms import algorithm
 
@@ -195,8 +200,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="another results directory of this benchmark (the same env, another setting): the table adds "
         "each method minus the same method's run of the same seed there",
     )
+    parser.add_argument(
+        "--extend-from",
+        type=Path,
+        help="another results directory of this benchmark: copy each of its complete runs of --methods "
+        "here and carry it on to --steps steps (its SFT start linked), leaving the shorter run as it was",
+    )
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args(argv)
+    if args.extend_from is not None and (args.steps is None or args.shared_runs is not None):
+        parser.error("--extend-from needs --steps (how long the carried-on runs go) and no --shared-runs")
     if args.versus is not None and not (args.versus / "runs").is_dir():  # a typo would compare with nothing
         parser.error(
             f"--versus {args.versus}: no runs/ directory there (another results directory of this benchmark)"
@@ -249,6 +262,46 @@ def run_all(args: argparse.Namespace) -> None:
                 **common,
             )
             _run(config, runs / f"{method}-s{seed}")
+
+
+def extend_run(source: Path, run_dir: Path, steps: int) -> EmbodiedConfig | None:
+    """Copy ``source``'s complete run to ``run_dir`` (once) and return its saved config with ``steps``
+    steps, for :func:`_run` to resume there; None when ``source`` is not a complete run with a checkpoint.
+
+    Why: "do the methods separate if they train longer" is asked of the same runs carried on, not of
+    new ones: the first steps (the same rollouts from the same start) are not paid for again, and the
+    curve of each run goes on from where the shorter table read it. A copy leaves the shorter run, which
+    a committed table reads, as it was. The copy is made under a temporary name and renamed once its
+    summary is gone, so an interrupted copy is never read as a complete run.
+    """
+    if not (run_dir / CONFIG).is_file():
+        if not ((source / SUMMARY).is_file() and (source / CHECKPOINT).is_file()):
+            return None
+        partial = run_dir.with_name(run_dir.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source.resolve(), partial)
+        (partial / SUMMARY).unlink()
+        partial.rename(run_dir)
+    saved = json.loads((run_dir / CONFIG).read_text())
+    return load_config(None, {**settings_before(saved), "steps": steps}, EmbodiedConfig)
+
+
+def extend_all(args: argparse.Namespace) -> None:
+    """Every run of ``--methods`` in ``--extend-from`` carried on to ``--steps`` here, with its SFT start
+    linked (:func:`extend_run`); a run that is not there, or has no checkpoint, is named and skipped."""
+    source, runs = args.extend_from / "runs", args.out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        sft = f"sft-s{seed}"
+        if (source / sft / SUMMARY).is_file() and not (runs / sft).exists():
+            (runs / sft).symlink_to(os.path.relpath((source / sft).resolve(), runs), target_is_directory=True)
+        for method in args.methods.split(","):
+            name = f"{method}-s{seed}"
+            config = extend_run(source / name, runs / name, args.steps)
+            if config is None:
+                print(f"{name}: no complete run with a checkpoint in {source}; not extended", flush=True)
+            else:
+                _run(config, runs / name)
 
 
 def link_shared_runs(source: Path, runs: Path, seed: int) -> list[str]:
@@ -767,7 +820,10 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             link_shared_runs(args.shared_runs / "runs", args.out / "runs", seed)
     if not args.table_only:
-        run_all(args)
+        if args.extend_from is not None:
+            extend_all(args)
+        else:
+            run_all(args)
     table = build_table(args.out, args.versus)
     settings = {key: str(value) for key, value in vars(args).items()}
     settings["wall_seconds"] = f"{time.perf_counter() - started:.0f}"

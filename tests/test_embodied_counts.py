@@ -163,3 +163,66 @@ def test_the_demo_horizon_cuts_the_demonstrations_and_not_the_evaluation(tmp_pat
     final = EmbodiedTrainer(kept, tmp_path / "kept", make_env=_ScriptedLift).run()["final"]
     assert final["sft/demo_success_rate"] == 1.0 and final["compute/sim_steps"] == 2 * SUCCESS_AT
     assert final["time/eval_episodes"] == 4, "the evaluation keeps its own horizon and episodes"
+
+
+def _table2() -> Any:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import embodied_table2
+
+    return embodied_table2
+
+
+def test_the_table2_benchmark_carries_a_finished_run_on_in_a_copy_and_leaves_the_shorter_run_as_it_was(
+    tmp_path: Path,
+) -> None:
+    from wmrl_adapters.train.run.rundir import read_metrics
+
+    table2 = _table2()
+    short = tmp_path / "short" / "runs" / "wmrl-s0"
+    config = EmbodiedConfig(algo="wmrl", steps=1, groups=2, group_size=2, anchor_fraction=0.5, **SMALL)
+    EmbodiedTrainer(config, short, make_env=_ScriptedLift).run()
+    before = {path.name: path.read_bytes() for path in short.iterdir() if path.is_file()}
+    longer = tmp_path / "longer" / "runs" / "wmrl-s0"
+    longer.parent.mkdir(parents=True)
+    extended = table2.extend_run(short, longer, steps=3)
+    assert extended == config.replace(steps=3), "the saved settings, only the steps changed"
+    assert (longer / "checkpoint.pt").is_file() and not (longer / "summary.json").exists()
+    assert not longer.with_name("wmrl-s0.partial").exists()
+    final = EmbodiedTrainer(extended, longer, resume=True, make_env=_ScriptedLift).run()["final"]
+    assert [line["step"] for line in read_metrics(longer / "metrics.jsonl")] == [0, 1, 2, 3]
+    assert final["compute/sim_episodes"] == 3 * 4, "the first step's rollouts carried over, not run again"
+    assert {p.name: p.read_bytes() for p in short.iterdir() if p.is_file()} == before, "the short run is kept"
+    again = table2.extend_run(short, longer, steps=3)
+    assert again == extended and (longer / "summary.json").is_file(), "a second call reads the copy"
+    assert table2.extend_run(tmp_path / "short" / "runs" / "grpo-s0", tmp_path / "g", steps=3) is None
+
+
+def test_extending_runs_needs_the_new_length_and_does_not_mix_with_shared_runs() -> None:
+    table2 = _table2()
+    with pytest.raises(SystemExit):
+        table2.parse_args(["--extend-from", "somewhere"])
+    with pytest.raises(SystemExit):
+        table2.parse_args(["--extend-from", "a", "--steps", "16", "--shared-runs", "b"])
+    assert table2.parse_args(["--extend-from", "a", "--steps", "16"]).steps == 16
+
+
+def test_extending_links_the_sft_start_and_names_each_run_it_cannot_carry_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table2 = _table2()
+    sft = tmp_path / "short" / "runs" / "sft-s4"
+    sft.mkdir(parents=True)
+    (sft / "summary.json").write_text("{}")
+    (tmp_path / "short" / "runs" / "wmrl-s4").mkdir()  # a run without summary or checkpoint
+    args = table2.parse_args(
+        ["--extend-from", str(tmp_path / "short"), "--steps", "16", "--methods", "wmrl,anchors"]
+        + ["--first-seed", "4", "--seeds", "1", "--out", str(tmp_path / "longer")]
+    )
+    table2.extend_all(args)
+    runs = tmp_path / "longer" / "runs"
+    assert (runs / "sft-s4").is_symlink() and (runs / "sft-s4" / "summary.json").is_file()
+    assert sorted(path.name for path in runs.iterdir()) == ["sft-s4"], "nothing half-copied"
+    out = capsys.readouterr().out
+    assert "wmrl-s4: no complete run with a checkpoint" in out and "anchors-s4: no complete run" in out
