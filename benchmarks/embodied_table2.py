@@ -290,11 +290,8 @@ def extend_all(args: argparse.Namespace) -> None:
     """Every run of ``--methods`` in ``--extend-from`` carried on to ``--steps`` here, with its SFT start
     linked (:func:`extend_run`); a run that is not there, or has no checkpoint, is named and skipped."""
     source, runs = args.extend_from / "runs", args.out / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        sft = f"sft-s{seed}"
-        if (source / sft / SUMMARY).is_file() and not (runs / sft).exists():
-            (runs / sft).symlink_to(os.path.relpath((source / sft).resolve(), runs), target_is_directory=True)
+        link_shared_runs(source, runs, seed, methods=("sft",))
         for method in args.methods.split(","):
             name = f"{method}-s{seed}"
             config = extend_run(source / name, runs / name, args.steps)
@@ -304,9 +301,11 @@ def extend_all(args: argparse.Namespace) -> None:
                 _run(config, runs / name)
 
 
-def link_shared_runs(source: Path, runs: Path, seed: int) -> list[str]:
-    """Link ``source``'s complete :data:`SCORER_FREE` runs of ``seed`` into ``runs`` (relative links;
-    a run already in ``runs`` is left alone). Returns the names linked.
+def link_shared_runs(
+    source: Path, runs: Path, seed: int, methods: tuple[str, ...] = SCORER_FREE
+) -> list[str]:
+    """Link ``source``'s complete runs of ``methods`` (by default :data:`SCORER_FREE`) of ``seed`` into
+    ``runs`` (relative links; a run already in ``runs`` is left alone). Returns the names linked.
 
     Why: SFT, GRPO on sparse success and GRPO on the anchors alone never read the progress scorer in
     training, so two scorers' tables share them (the same SFT start, the same states): paired, and paid
@@ -314,7 +313,7 @@ def link_shared_runs(source: Path, runs: Path, seed: int) -> list[str]:
     """
     linked = []
     runs.mkdir(parents=True, exist_ok=True)
-    for method in SCORER_FREE:
+    for method in methods:
         name = f"{method}-s{seed}"
         if (source / name / SUMMARY).is_file() and not (runs / name).exists():
             (runs / name).symlink_to(os.path.relpath(source / name, runs), target_is_directory=True)
