@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 import pytest
@@ -13,6 +15,17 @@ import pytest
 from wmrl_algos.errors import MissingDependencyError
 
 T = TypeVar("T")
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` as a module. benchmarks/ is no package: its scripts import each other
+    and their fixtures by bare name, as when run as scripts, so the folder goes on ``sys.path`` (once)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module(name)
+
 
 # The group shape of the tiny ``wmrl train`` runs: two groups of two, one turn, half of them anchors.
 TINY_GROUP_ARGS = ("--groups", "2", "--group-size", "2", "--max-turns", "1", "--anchor-fraction", "0.5")

@@ -8,17 +8,14 @@ states, same policy) and that it writes its table and plot. The fast tests cover
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from _helpers import on_the_simulator
+from _helpers import benchmark_script, on_the_simulator
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import embodied_eval_modes as eval_modes  # noqa: E402
+eval_modes = benchmark_script("embodied_eval_modes")
 
 
 def test_a_folder_without_runs_of_the_method_is_refused_naming_it(

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _helpers import benchmark_script
 from wmrl_adapters.train.kaggle.design_policy import DesignPolicy
 
 from wmrl_algos.errors import ConfigError
@@ -21,9 +22,7 @@ from wmrl_envs.kaggle.design import Design
 from wmrl_envs.kaggle.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import kaggle_powered  # noqa: E402
+kaggle_powered = benchmark_script("kaggle_powered")
 
 DESIGNS = [Design(model="linear"), Design(model="lightgbm", validation="holdout"), Design(model="knn")]
 

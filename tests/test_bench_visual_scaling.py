@@ -17,12 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _helpers import on_the_simulator
+from _helpers import BENCHMARKS, benchmark_script, on_the_simulator
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import visual_scorer_scaling as scaling  # noqa: E402
+scaling = benchmark_script("visual_scorer_scaling")
 
 SIZE = 16
 

@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from _helpers import benchmark_script
 from wmrl_adapters.train.cli import _print_embodied
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import EmbodiedTrainer
@@ -165,21 +166,12 @@ def test_the_demo_horizon_cuts_the_demonstrations_and_not_the_evaluation(tmp_pat
     assert final["time/eval_episodes"] == 4, "the evaluation keeps its own horizon and episodes"
 
 
-def _table2() -> Any:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
-
-    return embodied_table2
-
-
 def test_the_table2_benchmark_carries_a_finished_run_on_in_a_copy_and_leaves_the_shorter_run_as_it_was(
     tmp_path: Path,
 ) -> None:
     from wmrl_adapters.train.run.rundir import read_metrics
 
-    table2 = _table2()
+    table2 = benchmark_script("embodied_table2")
     short = tmp_path / "short" / "runs" / "wmrl-s0"
     config = EmbodiedConfig(algo="wmrl", steps=1, groups=2, group_size=2, anchor_fraction=0.5, **SMALL)
     EmbodiedTrainer(config, short, make_env=_ScriptedLift).run()
@@ -200,7 +192,7 @@ def test_the_table2_benchmark_carries_a_finished_run_on_in_a_copy_and_leaves_the
 
 
 def test_extending_runs_needs_the_new_length_and_does_not_mix_with_shared_runs() -> None:
-    table2 = _table2()
+    table2 = benchmark_script("embodied_table2")
     with pytest.raises(SystemExit):
         table2.parse_args(["--extend-from", "somewhere"])
     with pytest.raises(SystemExit):
@@ -211,7 +203,7 @@ def test_extending_runs_needs_the_new_length_and_does_not_mix_with_shared_runs()
 def test_extending_links_the_sft_start_and_names_each_run_it_cannot_carry_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    table2 = _table2()
+    table2 = benchmark_script("embodied_table2")
     sft = tmp_path / "short" / "runs" / "sft-s4"
     sft.mkdir(parents=True)
     (sft / "summary.json").write_text("{}")

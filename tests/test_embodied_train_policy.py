@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _helpers import benchmark_script
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.policy import (
     ActionDistributionPolicy,
@@ -159,8 +160,7 @@ def _summary(run_dir, seed, rate, final):
 
 
 def test_the_table2_benchmark_reports_mean_and_standard_error_over_seeds_and_marks_targets(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     runs = tmp_path / "runs"
     final = {"compute/real_labels": 24.0, "compute/sim_episodes": 192.0, "compute/charged_total": 100.0}
@@ -185,8 +185,7 @@ def test_the_table2_benchmark_reports_mean_and_standard_error_over_seeds_and_mar
 
 
 def test_the_table2_benchmark_keeps_each_envs_results_and_sizes_apart():
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     lift = embodied_table2.parse_args([])
     libero = embodied_table2.parse_args(["--env", "libero:libero_object/0", "--steps", "1"])
@@ -196,8 +195,7 @@ def test_the_table2_benchmark_keeps_each_envs_results_and_sizes_apart():
 
 
 def test_the_table2_world_model_target_needs_the_papers_order_not_just_betweenness(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
     for method, rate in (("grpo", 0.8), ("wm", 0.7), ("wmrl", 0.6)):  # reversed: WMRL lowest
@@ -207,8 +205,7 @@ def test_the_table2_world_model_target_needs_the_papers_order_not_just_betweenne
 
 
 def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_seeds(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
     for seed, (wm, wmrl) in enumerate([(0.5, 0.6), (0.6, 0.6), (0.4, 0.6)]):  # wmrl - wm: 0.1, 0.0, 0.2
@@ -227,8 +224,7 @@ def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_
 
 
 def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
     from wmrl_adapters.train.run.measure import HeldOutScore
 
     keys = ("Lift#1", "Lift#2", "Lift#3")
@@ -251,8 +247,7 @@ def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp
 
 
 def test_a_difference_that_is_zero_to_rounding_needs_no_finite_number_of_seeds(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
     for seed, (wm, wmrl) in enumerate(
@@ -267,8 +262,7 @@ def test_a_difference_that_is_zero_to_rounding_needs_no_finite_number_of_seeds(t
 
 
 def test_the_table2_benchmark_curves_success_against_cost_and_the_scorer_over_training(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 8.0, "compute/sim_episodes": 64.0, "compute/charged_total": 10.0}
     for method, labels, episodes in (("wmrl", 4.0, 32.0), ("anchors", 4.0, 4.0)):
@@ -334,8 +328,7 @@ def test_the_demo_horizon_parses_from_the_command_line_and_an_older_run_without_
 
 
 def test_the_table2_benchmark_reads_runs_in_seed_order_not_name_order(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     for seed in (10, 4, 5):
         (tmp_path / f"wmrl-s{seed}").mkdir()
@@ -349,8 +342,7 @@ def test_the_table2_benchmark_reads_runs_in_seed_order_not_name_order(tmp_path):
 
 
 def test_the_table2_bias_reduction_is_pooled_over_seeds_not_a_mean_of_ratios(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 4.0, "compute/sim_episodes": 32.0, "compute/charged_total": 1.0}
     for seed, (raw, calibrated, logged) in enumerate([(0.2, 0.1, 0.5), (0.0005, 0.02, -39.0)]):
@@ -368,8 +360,7 @@ def test_the_table2_bias_reduction_is_pooled_over_seeds_not_a_mean_of_ratios(tmp
 
 
 def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 4.0, "compute/sim_episodes": 4.0, "compute/charged_total": 1.0}
     final["compute/demo_episodes"] = 6.0  # read for the SFT row of the table --table-only writes
@@ -395,8 +386,7 @@ def test_the_table2_benchmark_links_only_the_runs_that_never_read_the_scorer(tmp
 
 
 def test_the_table2_versus_pairs_each_method_with_its_own_seed_under_another_setting(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     final = {"compute/real_labels": 8.0, "compute/sim_episodes": 32.0, "compute/charged_total": 1.0}
     final["compute/demo_episodes"] = 6.0
@@ -425,8 +415,7 @@ def test_the_table2_versus_pairs_each_method_with_its_own_seed_under_another_set
 
 
 def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_when_it_ran(tmp_path):
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     assert "ivd" not in embodied_table2.parse_args([]).methods.split(","), "the ablation runs only when named"
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
@@ -455,8 +444,7 @@ def test_each_table2_ablation_shows_only_the_corrections_it_runs(
 ) -> None:
     """An ablation's row reads OD's bias reduction only when OD ran and IVD's anchor weight only when IVD
     ran; the logged neutral values of a correction that is off must not read as a measurement."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"))
-    import embodied_table2
+    embodied_table2 = benchmark_script("embodied_table2")
 
     assert method not in embodied_table2.parse_args([]).methods.split(","), "ablations run only when named"
     final = {"compute/real_labels": 12.0, "compute/sim_episodes": 48.0, "compute/charged_total": 10.0}
