@@ -4,33 +4,21 @@ the fallback and debiasing claims on a reduced budget."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
+from _helpers import BENCHMARKS, benchmark_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bandit_ablation.py"
-
-
-def _load_script() -> ModuleType:
-    if str(SCRIPT.parent) not in sys.path:
-        sys.path.append(str(SCRIPT.parent))  # as when run as a script: its fixture toy_bandit sits beside it
-    spec = importlib.util.spec_from_file_location("bandit_ablation", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = BENCHMARKS / "bandit_ablation.py"
 
 
 @pytest.mark.long  # moved out of the default suite (its slowest; CI's long pass runs it)
 def test_quick_run_writes_tables_curves_and_plot_with_honest_execution_counts(tmp_path: Path) -> None:
-    bench = _load_script()
+    bench = benchmark_script("bandit_ablation")
     completed = subprocess.run(
         [
             sys.executable,
@@ -99,7 +87,7 @@ def test_unknown_method_or_variant_is_rejected_with_the_valid_names() -> None:
 
 
 def test_arm_bias_variant_has_the_within_group_rank_agreement_of_a_real_world_model() -> None:
-    bench = _load_script()
+    bench = benchmark_script("bandit_ablation")
     args = bench.Args(quick=True)
     assert 0.55 < bench.within_group_spearman("arm_bias", args, seed=0) < 0.65
     assert abs(bench.within_group_spearman("useless", args, seed=0)) < 0.05
@@ -108,7 +96,7 @@ def test_arm_bias_variant_has_the_within_group_rank_agreement_of_a_real_world_mo
 @pytest.mark.slow
 @pytest.mark.long  # out of the default suite (among CI's slowest); CI's long pass runs it
 def test_useless_world_model_falls_back_to_anchor_grpo_and_debiasing_beats_the_raw_mix() -> None:
-    bench = _load_script()
+    bench = benchmark_script("bandit_ablation")
     args = bench.Args(steps=200, seeds=4)
     budget = bench.anchor_groups_per_run(args)
     methods = {method.name: method for method in bench.METHODS}
