@@ -54,6 +54,7 @@ from wmrl_adapters.train.run.rundir import CHECKPOINT, CONFIG, SUMMARY, read_met
 from wmrl_adapters.train.run.settings import settings_before
 
 from wmrl_algos.algorithms import algorithm
+from wmrl_algos.errors import ConfigError
 
 RESULTS = Path(__file__).resolve().parent / "results" / "embodied_table2"
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -247,6 +248,7 @@ def run_all(args: argparse.Namespace) -> None:
             algo="sft", seed=seed, demos=args.demos, demo_noise=0.1, bc_epochs=args.bc_epochs, **common
         )
         _run(sft, sft_dir)
+        require_policy(sft_dir)
         for method in args.methods.split(","):
             config = EmbodiedConfig(
                 algo=method,
@@ -262,6 +264,21 @@ def run_all(args: argparse.Namespace) -> None:
                 **common,
             )
             _run(config, runs / f"{method}-s{seed}")
+
+
+def require_policy(sft_dir: Path) -> None:
+    """Raise :class:`ConfigError` when ``sft_dir`` is a complete SFT run without its ``policy.pt``.
+
+    Why: committed results keep each run's summary and metrics but not its weights, so on a fresh clone
+    (or a run linked from another machine) the SFT run counts as done and is not re-made, and every RL
+    run after it would stop on a missing ``--init``. This names the run and the fix before any of them.
+    """
+    if (sft_dir / SUMMARY).is_file() and not (sft_dir / POLICY_FILE).is_file():
+        raise ConfigError(
+            f"{sft_dir} is a complete SFT run without its {POLICY_FILE} (run weights are not committed): "
+            f"remove {sft_dir} (a link or a directory) and run again to re-make it; the same seed and "
+            "settings give the same policy"
+        )
 
 
 def extend_run(source: Path, run_dir: Path, steps: int) -> EmbodiedConfig | None:

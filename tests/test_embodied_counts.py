@@ -218,3 +218,22 @@ def test_extending_links_the_sft_start_and_names_each_run_it_cannot_carry_on(
     assert sorted(path.name for path in runs.iterdir()) == ["sft-s4"], "nothing half-copied"
     out = capsys.readouterr().out
     assert "wmrl-s4: no complete run with a checkpoint" in out and "anchors-s4: no complete run" in out
+
+
+def test_the_table2_benchmark_names_a_complete_sft_run_without_its_weights_before_any_rl_run(
+    tmp_path: Path,
+) -> None:
+    from wmrl_algos.errors import ConfigError
+
+    table2 = benchmark_script("embodied_table2")
+    sft = tmp_path / "runs" / "sft-s4"
+    sft.mkdir(parents=True)
+    (sft / "summary.json").write_text("{}")  # what a committed run holds: no policy.pt
+    args = table2.parse_args(
+        ["--methods", "wmrl", "--first-seed", "4", "--seeds", "1", "--out", str(tmp_path)]
+    )
+    with pytest.raises(ConfigError, match=r"sft-s4 is a complete SFT run without its policy\.pt.*remove"):
+        table2.run_all(args)
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["sft-s4"], "no RL run started"
+    (sft / "policy.pt").write_bytes(b"")
+    table2.require_policy(sft)  # with its weights there, nothing to say
