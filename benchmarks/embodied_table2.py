@@ -276,8 +276,9 @@ def require_policy(sft_dir: Path) -> None:
     if (sft_dir / SUMMARY).is_file() and not (sft_dir / POLICY_FILE).is_file():
         raise ConfigError(
             f"{sft_dir} is a complete SFT run without its {POLICY_FILE} (run weights are not committed): "
-            f"remove {sft_dir} (a link or a directory) and run again to re-make it; the same seed and "
-            "settings give the same policy"
+            f"remove {sft_dir} (a link or a directory) and run again to re-make it (the same seed and "
+            "settings; on another machine the re-made policy can differ in rounding, so check its step-0 "
+            "success against the committed run's before pairing with that run's methods)"
         )
 
 
