@@ -41,6 +41,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +199,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--versus",
         type=Path,
+        action="append",
+        default=[],
         help="another results directory of this benchmark (the same env, another setting): the table adds "
-        "each method minus the same method's run of the same seed there",
+        "each method minus the same method's run of the same seed there, and each gap between two methods "
+        "minus the same gap there; repeat it to compare with several",
     )
     parser.add_argument(
         "--extend-from",
@@ -211,10 +215,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.extend_from is not None and (args.steps is None or args.shared_runs is not None):
         parser.error("--extend-from needs --steps (how long the carried-on runs go) and no --shared-runs")
-    if args.versus is not None and not (args.versus / "runs").is_dir():  # a typo would compare with nothing
-        parser.error(
-            f"--versus {args.versus}: no runs/ directory there (another results directory of this benchmark)"
-        )
+    for other in args.versus:
+        if not (other / "runs").is_dir():  # a typo would compare with nothing
+            parser.error(
+                f"--versus {other}: no runs/ directory there (another results directory of this benchmark)"
+            )
     for key, value in ENV_DEFAULTS[args.env].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -367,9 +372,10 @@ def _diagnostic(lines: list[dict[str, float]], key: str, last: bool = False) -> 
     return float(values[-1]) if last else float(np.mean(values))
 
 
-def build_table(out: Path, versus: Path | None = None) -> dict[str, Any]:
-    """Collect every complete run into the table rows, curves and targets (and, with ``versus``, each
-    method against the same method in that results directory: :func:`versus_differences`)."""
+def build_table(out: Path, versus: Sequence[Path] = ()) -> dict[str, Any]:
+    """Collect every complete run into the table rows, curves and targets (and, for each directory in
+    ``versus``, each method and each gap against the same in that results directory:
+    :func:`versus_differences`)."""
     runs = out / "runs"
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[int, list[float]]] = {}
@@ -464,7 +470,7 @@ def build_table(out: Path, versus: Path | None = None) -> dict[str, Any]:
         "targets": targets,
         "changes": run_changes(runs),
         "differences": method_differences(runs)
-        + ([] if versus is None else versus_differences(runs, versus)),
+        + [row for other in versus for row in versus_differences(runs, other)],
         "training": training_curves(runs),
     }
 
@@ -559,10 +565,13 @@ def pooled_reduction(raw: list[float], calibrated: list[float]) -> float | None:
     return 1.0 - sum(calibrated) / sum(raw)
 
 
-def _finals(runs: Path) -> dict[str, dict[int, tuple[float, Path]]]:
+Finals = dict[str, dict[int, tuple[float, Path]]]  # method -> seed -> (final success, the run's directory)
+
+
+def _finals(runs: Path) -> Finals:
     """Each method's final success by seed, with the run it came from (resolved, so a linked run is
     recognised as the same run wherever it is linked)."""
-    finals: dict[str, dict[int, tuple[float, Path]]] = {}
+    finals: Finals = {}
     for method, _ in METHODS:
         for run_dir in _seed_dirs(runs, method):
             summary = _summary(run_dir)
@@ -609,25 +618,43 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
 
 def versus_differences(runs: Path, other: Path) -> list[dict[str, Any]]:
     """Each method here minus the same method's run of the same seed in ``other`` (another results
-    directory of this benchmark), as a :func:`_difference_row`.
+    directory of this benchmark), then each gap of :data:`PAIRS` here minus the same gap there, as
+    :func:`_difference_row` rows.
 
-    Why: a setting the table does not vary (an anchor fraction, a learning rate) is run into a directory
-    of its own, and the question is then the same method under two settings, from the same SFT start on
-    the same states. A seed whose two runs are one run (linked into both directories) is left out: it is
-    not a difference of settings.
+    Why: a setting the table does not vary (an anchor fraction, a learning rate, more steps) is run into a
+    directory of its own, and the question is then the same method under two settings, from the same SFT
+    start on the same states, or whether the setting widens the gap between two methods ("do they
+    separate if they train longer"), which is a per-seed difference of differences, not two rows read side
+    by side. A seed whose two runs are one run (linked into both directories) is left out: it is not a
+    difference of settings.
     """
     here, there = _finals(runs), _finals(other / "runs")
     rows = []
     for method, _ in METHODS:
-        seeds = [
-            seed
-            for seed in sorted(here.get(method, {}).keys() & there.get(method, {}).keys())
-            if here[method][seed][1] != there[method][seed][1]
-        ]
+        seeds = _differing_seeds(here, there, method)
         if seeds:
             per_seed = [here[method][seed][0] - there[method][seed][0] for seed in seeds]
             rows.append(_difference_row(f"{method} - {method} ({other.name})", per_seed))
+    for first, second in PAIRS:  # does the setting change the gap? Both must differ, else it is a row above
+        seeds = sorted(set(_differing_seeds(here, there, first)) & set(_differing_seeds(here, there, second)))
+        if seeds:
+            gap = {
+                name: {seed: finals[first][seed][0] - finals[second][seed][0] for seed in seeds}
+                for name, finals in (("here", here), ("there", there))
+            }
+            per_seed = [gap["here"][seed] - gap["there"][seed] for seed in seeds]
+            rows.append(_difference_row(f"({first} - {second}) - same ({other.name})", per_seed))
     return rows
+
+
+def _differing_seeds(here: Finals, there: Finals, method: str) -> list[int]:
+    """The seeds with a complete ``method`` run in both directories that are two runs, not one run linked
+    into both (that is no difference of settings)."""
+    return [
+        seed
+        for seed in sorted(here.get(method, {}).keys() & there.get(method, {}).keys())
+        if here[method][seed][1] != there[method][seed][1]
+    ]
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -409,9 +409,44 @@ def test_the_table2_versus_pairs_each_method_with_its_own_seed_under_another_set
     assert embodied_table2.main([*table_only, "--versus", str(base.parent), "--out", str(here.parent)]) == 0
     assert "| wmrl - wmrl (base) | 3 | +0.200, +0.000, +0.300 |" in (here.parent / "table.md").read_text()
     with pytest.raises(SystemExit):  # argparse's error: a clear message, not an empty comparison
-        embodied_table2.parse_args(["--versus", str(tmp_path / "typo")])
+        embodied_table2.parse_args(["--versus", str(base.parent), "--versus", str(tmp_path / "typo")])
     comparisons = [row["comparison"] for row in embodied_table2.build_table(here.parent)["differences"]]
     assert comparisons == ["wmrl - grpo"], "without --versus only the pairs inside the directory"
+
+
+def test_the_table2_versus_is_repeatable_and_pairs_each_gap_with_the_same_gap_there(tmp_path):
+    """ "Do the methods separate if they train longer" is a per-seed difference of gaps between two
+    directories (the longer runs and the shorter ones); several --versus directories give one table."""
+    embodied_table2 = benchmark_script("embodied_table2")
+
+    final = {"compute/real_labels": 8.0, "compute/sim_episodes": 32.0, "compute/charged_total": 1.0}
+    final["compute/demo_episodes"] = 6.0
+    short, long, other = (tmp_path / name / "runs" for name in ("short", "long", "other"))
+    for seed, (wmrl_8, anchors_8, wmrl_16, anchors_16) in {
+        4: (0.6, 0.4, 0.5, 0.5),
+        5: (0.3, 0.3, 0.6, 0.2),
+    }.items():
+        _summary(short / f"wmrl-s{seed}", seed, wmrl_8, final)
+        _summary(short / f"anchors-s{seed}", seed, anchors_8, final)
+        _summary(long / f"wmrl-s{seed}", seed, wmrl_16, final)
+        _summary(long / f"anchors-s{seed}", seed, anchors_16, final)
+        _summary(other / f"wmrl-s{seed}", seed, 0.1, final)
+        other.joinpath(f"anchors-s{seed}").symlink_to(long / f"anchors-s{seed}", target_is_directory=True)
+    rows = {row["comparison"]: row for row in embodied_table2.versus_differences(long, short.parent)}
+    assert list(rows) == [
+        "wmrl - wmrl (short)",
+        "anchors - anchors (short)",
+        "(wmrl - anchors) - same (short)",
+    ]
+    assert rows["(wmrl - anchors) - same (short)"]["per_seed"] == pytest.approx([0.0 - 0.2, 0.4 - 0.0])
+    other_rows = [row["comparison"] for row in embodied_table2.versus_differences(long, other.parent)]
+    assert other_rows == ["wmrl - wmrl (other)"], "a gap whose one run is linked into both is no new row"
+    table_only = ["--table-only", "--env", "robosuite:Lift", "--first-seed", "4", "--seeds", "2"]
+    versus = ["--versus", str(short.parent), "--versus", str(other.parent)]
+    assert embodied_table2.main([*table_only, *versus, "--out", str(long.parent)]) == 0
+    text = (long.parent / "table.md").read_text()
+    assert "| (wmrl - anchors) - same (short) | 2 | -0.200, +0.400 |" in text
+    assert "| wmrl - wmrl (other) | 2 | +0.400, +0.500 |" in text
 
 
 def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_when_it_ran(tmp_path):
