@@ -869,7 +869,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_all(args)
     table = build_table(args.out, args.versus)
-    settings = {key: str(value) for key, value in vars(args).items()}
+    settings = {  # a repeated flag (--versus) as its values, not a list's repr
+        key: ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        for key, value in vars(args).items()
+    }
     settings["wall_seconds"] = f"{time.perf_counter() - started:.0f}"
     write_outputs(table, args.out, settings)
     print((args.out / "table.md").read_text())

@@ -447,6 +447,8 @@ def test_the_table2_versus_is_repeatable_and_pairs_each_gap_with_the_same_gap_th
     text = (long.parent / "table.md").read_text()
     assert "| (wmrl - anchors) - same (short) | 2 | -0.200, +0.400 |" in text
     assert "| wmrl - wmrl (other) | 2 | +0.400, +0.500 |" in text
+    settings = json.loads((long.parent / "table.json").read_text())["settings"]
+    assert settings["versus"] == f"{short.parent}, {other.parent}", "the directories, not a list's repr"
 
 
 def test_the_table2_ablation_without_od_is_a_row_and_a_paired_difference_only_when_it_ran(tmp_path):
