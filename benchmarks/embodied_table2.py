@@ -611,9 +611,14 @@ def method_differences(runs: Path) -> list[dict[str, Any]]:
     for first, second in PAIRS:
         seeds = sorted(finals.get(first, {}).keys() & finals.get(second, {}).keys())
         if seeds:
-            per_seed = [finals[first][seed][0] - finals[second][seed][0] for seed in seeds]
+            per_seed = [_gap(finals, first, second, seed) for seed in seeds]
             rows.append(_difference_row(f"{first} - {second}", per_seed))
     return rows
+
+
+def _gap(finals: Finals, first: str, second: str, seed: int) -> float:
+    """``first``'s final success minus ``second``'s, same seed."""
+    return finals[first][seed][0] - finals[second][seed][0]
 
 
 def versus_differences(runs: Path, other: Path) -> list[dict[str, Any]]:
@@ -629,32 +634,26 @@ def versus_differences(runs: Path, other: Path) -> list[dict[str, Any]]:
     difference of settings.
     """
     here, there = _finals(runs), _finals(other / "runs")
+    differing = {  # seeds with two runs of the method, not one run linked into both directories
+        method: {
+            seed
+            for seed in here.get(method, {}).keys() & there.get(method, {}).keys()
+            if here[method][seed][1] != there[method][seed][1]
+        }
+        for method, _ in METHODS
+    }
     rows = []
     for method, _ in METHODS:
-        seeds = _differing_seeds(here, there, method)
+        seeds = sorted(differing[method])
         if seeds:
             per_seed = [here[method][seed][0] - there[method][seed][0] for seed in seeds]
             rows.append(_difference_row(f"{method} - {method} ({other.name})", per_seed))
     for first, second in PAIRS:  # does the setting change the gap? Both must differ, else it is a row above
-        seeds = sorted(set(_differing_seeds(here, there, first)) & set(_differing_seeds(here, there, second)))
+        seeds = sorted(differing[first] & differing[second])
         if seeds:
-            gap = {
-                name: {seed: finals[first][seed][0] - finals[second][seed][0] for seed in seeds}
-                for name, finals in (("here", here), ("there", there))
-            }
-            per_seed = [gap["here"][seed] - gap["there"][seed] for seed in seeds]
+            per_seed = [_gap(here, first, second, seed) - _gap(there, first, second, seed) for seed in seeds]
             rows.append(_difference_row(f"({first} - {second}) - same ({other.name})", per_seed))
     return rows
-
-
-def _differing_seeds(here: Finals, there: Finals, method: str) -> list[int]:
-    """The seeds with a complete ``method`` run in both directories that are two runs, not one run linked
-    into both (that is no difference of settings)."""
-    return [
-        seed
-        for seed in sorted(here.get(method, {}).keys() & there.get(method, {}).keys())
-        if here[method][seed][1] != there[method][seed][1]
-    ]
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
