@@ -50,7 +50,7 @@ import torch
 from wmrl_adapters.train.embodied.config import EmbodiedConfig
 from wmrl_adapters.train.embodied.trainer import POLICY_FILE, EmbodiedTrainer
 from wmrl_adapters.train.run.checks import load_config
-from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change
+from wmrl_adapters.train.run.measure import HeldOutScore, mean_se, paired_change, sign_flip_p
 from wmrl_adapters.train.run.rundir import CHECKPOINT, CONFIG, SUMMARY, read_metrics
 from wmrl_adapters.train.run.settings import settings_before
 
@@ -585,7 +585,8 @@ def _difference_row(comparison: str, per_seed: list[float]) -> dict[str, Any]:
     """A paired difference's mean, spread and s.e. over seeds, the seeds a difference of that size and
     spread needs to stand at 2 s.e. (``ceil((2 sd / |mean|)^2)``; ``None`` where the mean is 0, to
     rounding, or the spread unknown), and the seeds a difference of :data:`MARGIN` with that spread needs
-    (``ceil((2 sd / MARGIN)^2)``)."""
+    (``ceil((2 sd / MARGIN)^2)``), and the exact sign-flip p of the per-seed differences
+    (:func:`sign_flip_p`), which a few seeds' 2-s.e. call needs beside it."""
     mean, se = _stat(per_seed)
     sd = None if se is None else se * math.sqrt(len(per_seed))
     resolvable = sd is not None and mean is not None and abs(mean) > 1e-9  # 0: no size resolves it
@@ -601,6 +602,7 @@ def _difference_row(comparison: str, per_seed: list[float]) -> dict[str, Any]:
         "sd": sd,
         "seeds_for_2se": needed,
         "seeds_for_margin": for_margin,
+        "sign_flip_p": sign_flip_p(per_seed),
     }
 
 
@@ -711,15 +713,15 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
         ]
         lines += [
             "| difference | seeds | per seed | mean +- s.e. | s.d. over seeds | seeds for 2 s.e. at this "
-            f"mean | seeds for 2 s.e. at {MARGIN:.2f} |",
-            "|---|---|---|---|---|---|---|",
+            f"mean | seeds for 2 s.e. at {MARGIN:.2f} | exact sign-flip p |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for row in table["differences"]:
             per_seed = ", ".join(f"{value:+.3f}" for value in row["per_seed"])
             lines.append(
                 f"| {row['comparison']} | {row['seeds']} | {per_seed} | {_fmt(row['mean'])} +- "
                 f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} | "
-                f"{row['seeds_for_margin'] or '-'} |"
+                f"{row['seeds_for_margin'] or '-'} | {_fmt(row.get('sign_flip_p'))} |"
             )
     lines += _training_lines(table.get("training", {}))
     (out / "table.md").write_text("\n".join(lines) + "\n")

@@ -218,9 +218,12 @@ def test_the_table2_benchmark_sizes_each_method_difference_from_its_spread_over_
     assert difference["mean"] == pytest.approx(0.1) and difference["sd"] == pytest.approx(0.1)
     assert difference["se"] == pytest.approx(0.1 / 3**0.5)
     assert difference["seeds_for_2se"] == 4, "(2 sd / mean)^2 seeds put the mean at 2 s.e."
+    # Of the 8 sign patterns of (0.1, 0, 0.2), |sum| reaches 0.3 in 4 (the 0 flips freely): p = 0.5.
+    assert difference["sign_flip_p"] == pytest.approx(0.5)
     embodied_table2.write_outputs(table, tmp_path, {})
     assert difference["seeds_for_margin"] == 4, "a 0.10 difference with s.d. 0.10: 4 seeds"
     assert "| wmrl - wm | 3 | +0.100, +0.000, +0.200 |" in (tmp_path / "table.md").read_text()
+    assert "| 4 | 4 | 0.500 |" in (tmp_path / "table.md").read_text(), "sizes, then the sign-flip p"
 
 
 def test_the_table2_benchmark_reports_each_runs_paired_change_from_its_start(tmp_path):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from _helpers import TINY_GROUP_ARGS
 from wmrl_adapters.train.kaggle.config import TrainConfig
@@ -24,6 +25,7 @@ from wmrl_adapters.train.kaggle.trainer import (
     read_metrics,
     write_atomic,
 )
+from wmrl_adapters.train.run.measure import sign_flip_p
 from wmrl_adapters.train.run.settings import ALGOS
 
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
@@ -221,3 +223,20 @@ def test_the_change_is_paired_by_episode_and_leaves_unknown_episodes_out():
     no_start = describe_held_out({"end": elsewhere.to_dict()})
     assert no_start == ["held-out at step 6: 0.900 ± unknown (1 episode); change unknown (the run has no "
                         "step-0 evaluation)"]  # fmt: skip
+
+
+def test_the_sign_flip_p_is_exact_and_shows_the_floor_a_few_seeds_cannot_go_below():
+    import itertools
+
+    assert sign_flip_p([0.1, 0.2, 0.3, 0.4]) == pytest.approx(2 / 16), "all one sign: the floor 2 / 2^n"
+    assert sign_flip_p([0.0, 0.0]) == 1.0 and sign_flip_p([]) is None
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 9):  # against the plain enumeration of every sign pattern (ties count as reached)
+        values = rng.integers(-4, 5, n) / 24
+        reached = [
+            abs(np.dot(signs, np.abs(values))) >= abs(values.sum()) - 1e-12
+            for signs in itertools.product((1, -1), repeat=n)
+        ]
+        assert sign_flip_p(values) == pytest.approx(np.mean(reached))
+    with pytest.raises(ValueError, match="too many"):
+        sign_flip_p(np.ones(41))
