@@ -4,6 +4,7 @@ failures, the step-0 evaluation and its paired change, and compute in one unit (
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -28,6 +29,7 @@ from wmrl_adapters.train.kaggle.trainer import (
 from wmrl_adapters.train.run.measure import sign_flip_p
 from wmrl_adapters.train.run.settings import ALGOS
 
+from wmrl_algos.errors import ConfigError
 from wmrl_envs.kaggle.world_models.rubric import RubricWorldModel
 
 TINY = dict(
@@ -226,8 +228,6 @@ def test_the_change_is_paired_by_episode_and_leaves_unknown_episodes_out():
 
 
 def test_the_sign_flip_p_is_exact_and_shows_the_floor_a_few_seeds_cannot_go_below():
-    import itertools
-
     assert sign_flip_p([0.1, 0.2, 0.3, 0.4]) == pytest.approx(2 / 16), "all one sign: the floor 2 / 2^n"
     assert sign_flip_p([0.0, 0.0]) == 1.0 and sign_flip_p([]) is None
     rng = np.random.default_rng(0)
@@ -238,5 +238,5 @@ def test_the_sign_flip_p_is_exact_and_shows_the_floor_a_few_seeds_cannot_go_belo
             for signs in itertools.product((1, -1), repeat=n)
         ]
         assert sign_flip_p(values) == pytest.approx(np.mean(reached))
-    with pytest.raises(ValueError, match="too many"):
+    with pytest.raises(ConfigError, match="too many"):
         sign_flip_p(np.ones(41))

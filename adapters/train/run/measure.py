@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_algos.errors import ConfigError
+
 __all__ = [
     "CpuClock",
     "CpuTimedPolicy",
@@ -59,7 +61,7 @@ def sign_flip_p(differences: Sequence[float]) -> float | None:
     a coin flip, so the share of the 2^n sign patterns whose |sum| reaches the observed one is an exact
     p that needs no distribution. It also shows the floor a small sample cannot go below (2 / 2^n: 0.125
     at four seeds). Exact for any n this project runs (meet in the middle: two halves of 2^(n/2) sums
-    each, up to n ≈ 40). ``None`` without a difference.
+    each, up to n = 40; more is a :class:`ConfigError`). ``None`` without a difference.
 
     Example:
         >>> sign_flip_p([0.1, 0.2, 0.3, 0.4])  # all four the same sign: only the two all-same patterns
@@ -69,7 +71,9 @@ def sign_flip_p(differences: Sequence[float]) -> float | None:
     if values.size == 0:
         return None
     if values.size > 40:
-        raise ValueError(f"sign_flip_p enumerates 2^n sign patterns; {values.size} differences is too many")
+        raise ConfigError(
+            f"sign_flip_p enumerates 2^n sign patterns: {values.size} differences is too many (at most 40)"
+        )
     observed = abs(float(np.sum(differences))) - 1e-9 * max(1.0, float(values.sum()))  # ties count as reached
     if observed <= 0:  # a zero sum: every pattern reaches it
         return 1.0
