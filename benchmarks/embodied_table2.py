@@ -721,7 +721,7 @@ def write_outputs(table: dict[str, Any], out: Path, settings: dict[str, Any]) ->
             lines.append(
                 f"| {row['comparison']} | {row['seeds']} | {per_seed} | {_fmt(row['mean'])} +- "
                 f"{_fmt(row['se'])} | {_fmt(row['sd'])} | {row['seeds_for_2se'] or '-'} | "
-                f"{row['seeds_for_margin'] or '-'} | {_fmt(row.get('sign_flip_p'))} |"
+                f"{row['seeds_for_margin'] or '-'} | {_fmt(row['sign_flip_p'])} |"
             )
     lines += _training_lines(table.get("training", {}))
     (out / "table.md").write_text("\n".join(lines) + "\n")

@@ -67,14 +67,15 @@ def sign_flip_p(differences: Sequence[float]) -> float | None:
         >>> sign_flip_p([0.1, 0.2, 0.3, 0.4])  # all four the same sign: only the two all-same patterns
         0.125
     """
-    values = np.abs(np.asarray(list(differences), dtype=float))
+    signed = np.asarray(list(differences), dtype=float)  # any iterable, read once
+    values = np.abs(signed)
     if values.size == 0:
         return None
     if values.size > 40:
         raise ConfigError(
             f"sign_flip_p enumerates 2^n sign patterns: {values.size} differences is too many (at most 40)"
         )
-    observed = abs(float(np.sum(differences))) - 1e-9 * max(1.0, float(values.sum()))  # ties count as reached
+    observed = abs(float(signed.sum())) - 1e-9 * max(1.0, float(values.sum()))  # ties count as reached
     if observed <= 0:  # a zero sum: every pattern reaches it
         return 1.0
 
